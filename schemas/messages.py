@@ -1,0 +1,235 @@
+"""The wire contract: every message trawl sends, as msgspec Structs (JSON on the wire).
+
+Rules (msgspec schema evolution): new fields get defaults, a field never changes type, unknown
+fields are ignored. A breaking change is a new ``v``. Every Struct is tagged with ``type`` so a
+reader can tell messages apart, but the tag is optional on input: ``{"source": "demo-shop"}``
+is a complete trigger.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+VERSION = 1
+
+Outcome = Literal[
+    "ok",
+    "not_modified",
+    "gone",
+    "rejected",
+    "blocked",
+    "server_error",
+    "timeout",
+    "network_error",
+    "robots_disallowed",
+    "unsafe_url",
+    "no_proxy",
+]
+OUTCOMES: tuple[str, ...] = Outcome.__args__  # type: ignore[attr-defined]
+RETRYABLE_OUTCOMES = frozenset({"blocked", "server_error", "timeout", "network_error", "no_proxy"})
+
+LinkKind = Literal["seed", "search", "sitemap", "pagination", "product", "page"]
+Availability = Literal[
+    "in_stock", "out_of_stock", "preorder", "backorder", "discontinued", "limited", "unknown"
+]
+JobKind = Literal["discovery", "refresh"]
+
+
+class Message(msgspec.Struct, kw_only=True, frozen=True, tag_field="type", tag=str.lower):
+    """Base of every wire message."""
+
+    v: int = VERSION
+
+
+class Trigger(Message, tag="trigger", kw_only=True, frozen=True):
+    """Start a crawl of a source. Published on ``<ns>.trigger`` by the CLI, a schedule or anyone."""
+
+    source: str
+    id: str | None = None  # idempotency key; without one, identical triggers in a minute are one
+    kind: JobKind = "discovery"
+    seeds: list[str] = []
+    keywords: list[str] = []
+    priority: int | None = None
+    requested_by: str | None = None
+
+
+class TriggerReply(Message, tag="trigger_reply", kw_only=True, frozen=True):
+    """Answer to a trigger sent as a NATS request: a job id or an error."""
+
+    job_id: int | None = None
+    error: str | None = None
+    existing: bool = False
+
+
+class ApiRequest(msgspec.Struct, kw_only=True, frozen=True):
+    """The HTTP request behind an API page: sent exactly as given (the URL travels beside it).
+
+    ``page``/``offset``/``cursor`` say which page of the listing this is, and ``items_before``
+    how many items the earlier pages held, so the parser can apply the stop conditions and
+    build the next request without any state of its own.
+    """
+
+    method: str = "GET"
+    body: str | None = None  # sent as application/json unless headers name another type
+    headers: dict[str, str] = {}
+    page: int | None = None
+    offset: int | None = None
+    cursor: str | None = None
+    items_before: int = 0
+    pages: int = 1  # the page's position in the chain (1 = first), for the max_pages guard
+
+
+class FetchPolicy(msgspec.Struct, kw_only=True, frozen=True):
+    """What the fetcher needs to know about the source; travels with the work (no DB lookup)."""
+
+    robots: bool = True
+    allow_private: list[str] = []  # CIDR networks exempt from the SSRF guard; ["*"] = all
+    locale: str = "en-US"
+    user_agent: str | None = None
+    proxies: Literal["none", "optional", "required"] = "none"
+    max_in_flight: int = 1
+    timeout: float = 30.0
+    max_bytes: int = 10 * 1024 * 1024
+    max_redirects: int = 5
+    accept_types: list[str] = msgspec.field(
+        default_factory=lambda: ["text/html", "application/xhtml+xml"]
+    )
+
+
+class FetchWork(Message, tag="fetch_work", kw_only=True, frozen=True):
+    """One due request, published on ``<ns>.fetch`` by the scheduler."""
+
+    attempt_id: str  # "<entry_id>.<attempt_no>": the idempotency key of everything downstream
+    job_id: int
+    entry_id: int
+    source: str
+    url: str
+    domain: str
+    kind: LinkKind = "page"
+    depth: int = 0
+    attempt: int = 1
+    keyword: str | None = None
+    not_before: float | None = None  # epoch seconds; the fetcher waits until then
+    deadline: float | None = None  # epoch seconds; past it the work is dropped (reported)
+    etag: str | None = None
+    last_modified: str | None = None
+    previous_payload_ref: str | None = None  # echoed back on a 304 so the page can be re-parsed
+    policy: FetchPolicy = msgspec.field(default_factory=FetchPolicy)
+    request: ApiRequest | None = None  # an API page: method, body and headers to send
+
+
+class FetchResult(Message, tag="fetch_result", kw_only=True, frozen=True):
+    """What happened to one request, published on ``<ns>.fetched`` by the fetcher."""
+
+    attempt_id: str
+    job_id: int
+    entry_id: int
+    source: str
+    url: str
+    kind: LinkKind = "page"
+    depth: int = 0
+    keyword: str | None = None
+    outcome: Outcome
+    final_url: str | None = None
+    status: int | None = None
+    error: str | None = None
+    started_at: float = 0.0
+    elapsed_ms: float = 0.0
+    payload_ref: str | None = None
+    content_type: str | None = None
+    charset: str | None = None
+    size: int = 0
+    retry_after: float | None = None
+    crawl_delay: float | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    previous_payload_ref: str | None = None
+    proxy: str | None = None  # proxy id, never its credentials
+    fingerprint: str | None = None
+    request: ApiRequest | None = None  # echoed from the work: which API page this is
+
+
+class Link(msgspec.Struct, kw_only=True, frozen=True, array_like=False):
+    url: str
+    kind: LinkKind = "page"
+    request: ApiRequest | None = None  # an API page (next page of a listing)
+    lastmod: str | None = None  # a sitemap's <lastmod>: unchanged since our copy → not fetched
+
+
+class Product(msgspec.Struct, kw_only=True, frozen=True):
+    """A product as extracted from one page. Prices are decimal strings."""
+
+    key: str
+    sku: str | None = None
+    gtin: str | None = None
+    mpn: str | None = None
+    name: str | None = None
+    brand: str | None = None
+    price: str | None = None
+    sale_price: str | None = None
+    currency: str | None = None
+    availability: Availability | None = None
+    url: str | None = None
+    image: str | None = None
+    stock: int | None = None  # units in stock, when the source says
+    prices: dict[str, str] = {}  # named price lists: {"member": "9.99", "medical": "8.50"}
+    attributes: dict[str, str] = {}  # e.g. {"potency": "THC 20%"}
+
+
+class ParseResult(Message, tag="parse_result", kw_only=True, frozen=True):
+    """A parsed page, published on ``<ns>.parsed`` by the parser."""
+
+    attempt_id: str
+    job_id: int
+    entry_id: int
+    source: str
+    url: str
+    depth: int = 0
+    keyword: str | None = None
+    payload_ref: str | None = None
+    product: Product | None = None
+    links: list[Link] = []
+    not_modified: bool = False  # 304: the page's products count as seen
+    error: str | None = None  # the page could not be parsed; recorded, never fatal
+    products: list[Product] = []  # an API page lists many products (``product`` stays None)
+
+    def sightings(self) -> list[Product]:
+        """Every product the page showed: its main product and the listed ones."""
+        return ([self.product] if self.product is not None else []) + list(self.products)
+
+
+class JobEvent(Message, tag="job_event", kw_only=True, frozen=True):
+    """Job lifecycle, published on ``<ns>.events.job.<id>.<event>`` by the scheduler."""
+
+    job_id: int
+    source: str
+    event: str
+    status: str
+    kind: JobKind = "discovery"
+    counters: dict[str, int] = {}
+    at: float = 0.0
+
+
+class DeadLetter(Message, tag="dead_letter", kw_only=True, frozen=True):
+    """A message that cannot be handled, published on ``<ns>.dlq.<stream>``."""
+
+    stream: str
+    subject: str
+    reason: str
+    num_delivered: int = 0
+    data: str = ""  # the original body, decoded as UTF-8 with replacement
+    headers: dict[str, str] = {}
+    at: float = 0.0
+
+
+ALL_MESSAGES: tuple[type[Message], ...] = (
+    Trigger,
+    TriggerReply,
+    FetchWork,
+    FetchResult,
+    ParseResult,
+    JobEvent,
+    DeadLetter,
+)
