@@ -1,0 +1,138 @@
+"""The NATS connection and JetStream publishing used by every service and the CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+import msgspec
+import nats
+import nats.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from opentelemetry.trace import SpanKind
+
+from shared import names as n
+from shared.telemetry import inject, tracer
+
+log = logging.getLogger("trawl.bus")
+
+_encoder = msgspec.json.Encoder()
+
+
+async def connect(url: str, *, name: str, attempts: int = -1) -> Client:
+    """Connect with reconnects forever (services) or a bounded number (CLI, tests)."""
+
+    async def on_error(exc: Exception) -> None:
+        log.warning("nats error: %s", exc, extra={"action": "nats_error"})
+
+    async def on_disconnect() -> None:
+        log.info("nats disconnected", extra={"action": "nats_disconnected"})
+
+    async def on_reconnect() -> None:
+        log.info("nats reconnected", extra={"action": "nats_reconnected"})
+
+    return await nats.connect(
+        url,
+        name=name,
+        error_cb=on_error,
+        disconnected_cb=on_disconnect,
+        reconnected_cb=on_reconnect,
+        max_reconnect_attempts=attempts,
+        reconnect_time_wait=0.5 if attempts >= 0 else 1.0,
+        connect_timeout=2,
+        pending_size=16 * 1024 * 1024,
+    )
+
+
+def encode(message: msgspec.Struct) -> bytes:
+    return _encoder.encode(message)
+
+
+async def publish(
+    js: JetStreamContext,
+    subject: str,
+    message: msgspec.Struct | bytes,
+    *,
+    msg_id: str | None = None,
+    headers: dict[str, str] | None = None,
+    attempts: int = 5,
+) -> None:
+    """Publish and await the JetStream ack, retrying timeouts; ``msg_id`` makes retries safe."""
+    data = message if isinstance(message, bytes) else encode(message)
+    with tracer().start_as_current_span(
+        f"{subject} publish",
+        kind=SpanKind.PRODUCER,
+        attributes={"messaging.system": "nats", "messaging.destination.name": subject},
+    ):
+        hdrs = inject(headers)
+        if msg_id:
+            hdrs[n.MSG_ID] = msg_id
+        for attempt in range(1, attempts + 1):
+            try:
+                await js.publish(subject, data, headers=hdrs)
+                return
+            except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                if attempt == attempts:
+                    raise
+                await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
+
+
+async def publish_many(
+    js: JetStreamContext,
+    items: Sequence[tuple[str, msgspec.Struct, str | None, dict[str, str] | None]],
+    *,
+    timeout: float = 10.0,
+) -> None:
+    """Publish (subject, message, msg_id, headers) items with async publishes, then await all
+    acks; anything not acked in time is published again the acked way (the msg ids make that
+    safe). Raises if a message cannot be published at all."""
+    futures: list[asyncio.Future] = []
+    for subject, message, msg_id, headers in items:
+        hdrs = dict(headers) if headers else inject()
+        if msg_id:
+            hdrs[n.MSG_ID] = msg_id
+        futures.append(await js.publish_async(subject, encode(message), headers=hdrs))
+    if not futures:
+        return
+    _, pending = await asyncio.wait(futures, timeout=timeout)
+    for fut in pending:
+        fut.cancel()
+    again = [
+        i
+        for i, fut in enumerate(futures)
+        if fut in pending or fut.cancelled() or fut.exception() is not None
+    ]
+    for i in again:
+        subject, message, msg_id, headers = items[i]
+        await publish(js, subject, message, msg_id=msg_id, headers=headers)
+
+
+async def discover_instances(
+    nc: Client, verb: str, namespace: str, *, wait: float = 0.3
+) -> list[dict]:
+    """Scatter-gather on the NATS service API (``$SRV.PING``, ``$SRV.STATS``, ...): every live
+    service instance of ``namespace`` answers; ``nc.request`` would return only the first."""
+    inbox = nc.new_inbox()
+    sub = await nc.subscribe(inbox)
+    found: list[dict] = []
+    try:
+        await nc.publish(f"$SRV.{verb}", b"", reply=inbox)
+        deadline = time.monotonic() + wait
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                msg = await sub.next_msg(timeout=left)
+            except nats.errors.TimeoutError:
+                break
+            try:
+                info = msgspec.json.decode(msg.data)
+            except msgspec.DecodeError:
+                continue  # something else on this server answers oddly
+            meta = (info.get("metadata") or {}) if isinstance(info, dict) else {}
+            if meta.get("namespace") == namespace:
+                found.append(info)
+    finally:
+        await sub.unsubscribe()
+    return found

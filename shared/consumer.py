@@ -1,0 +1,312 @@
+"""The pull-consumer loop every service uses, and the message-fate policy in one place.
+
+Fate: success → ``ack``; ``Retry(delay)`` → ``nak(delay)``; ``Poison(reason)`` or a body that
+does not decode → DLQ + ``term``; any other exception → ``nak`` with backoff, and DLQ + ``term``
+on the last allowed delivery. Outputs are published by the handler before it returns, so the
+ack always comes after them (at-least-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from schemas.messages import VERSION, DeadLetter
+from shared import names as n
+from shared.bus import publish
+from shared.errors import Poison, Retry
+from shared.names import Names
+from shared.provision import ConsumerSpec, consumer_config
+from shared.telemetry import consumer_span, start_consumer_span
+
+log = logging.getLogger("trawl.consumer")
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+PULL_WAIT = 0.005  # longest wait for a low-water mark of free slots before pulling anyway
+
+
+@dataclass(frozen=True)
+class Delivery(Generic[T]):
+    """A decoded message and its NATS envelope."""
+
+    body: T
+    msg: Msg
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return self.msg.headers or {}
+
+    @property
+    def num_delivered(self) -> int:
+        return self.msg.metadata.num_delivered
+
+
+Handler = Callable[[Delivery[T]], Awaitable[None]]
+BatchHandler = Callable[[list[Delivery[T]]], Awaitable[None]]
+
+
+class Consumer(Generic[T]):
+    """Pulls batches from one durable consumer and handles them concurrently."""
+
+    def __init__(
+        self,
+        js: JetStreamContext,
+        names: Names,
+        spec: ConsumerSpec,
+        body_type: type[T],
+        handler: Handler[T],
+        *,
+        stop: asyncio.Event,
+        concurrency: int = 64,
+        batch: int = 100,
+        max_deliver: int = 5,
+        grace: float = 20.0,
+        span_attrs: Callable[[T], dict[str, Any]] | None = None,
+        batch_handler: BatchHandler[T] | None = None,
+    ) -> None:
+        """``batch_handler``: handle each pulled batch in one call and ack it as a whole (the
+        refresher's one transaction per batch); when it raises, the batch's messages go through
+        ``handler`` one by one, so only the culprit is retried or dead-lettered."""
+        self.js = js
+        self.batch_handler = batch_handler
+        self.names = names
+        self.spec = spec
+        self.decoder = msgspec.json.Decoder(body_type)
+        self.handler = handler
+        self.stop = stop
+        self.concurrency = concurrency
+        self.batch = batch
+        self.max_deliver = max_deliver
+        self.grace = grace
+        self.span_attrs = span_attrs
+        self.stream = names.stream(spec.stream_key)
+        self.durable = spec.durable(names)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._roomy = asyncio.Event()
+        self._held = 0  # messages in flight (a batch task holds all of its messages)
+        self.handled = 0
+        self.errors = 0
+        self.dead_lettered = 0
+
+    async def run(self) -> None:
+        sub = await self.js.pull_subscribe_bind(self.durable, self.stream)
+        empty = 0
+        try:
+            while not self.stop.is_set():
+                await self._room_to_pull()
+                want = max(1, min(self.batch, self._free_slots()))
+                try:
+                    msgs = await sub.fetch(want, timeout=1.0)
+                except (TimeoutError, nats.errors.TimeoutError):
+                    empty += 1
+                    if empty % 30 == 0:  # a deleted consumer makes fetch time out forever
+                        await self._ensure_consumer()
+                    continue
+                except nats.errors.ConnectionClosedError:
+                    break
+                empty = 0
+                if self.batch_handler is not None:
+                    for _ in msgs:
+                        await self._slots.acquire()
+                    task = asyncio.create_task(
+                        self._process_batch(msgs), name=f"{self.durable}-batch"
+                    )
+                    self._track(task, len(msgs))
+                    continue
+                for msg in msgs:
+                    await self._slots.acquire()
+                    # One task per message. At stop, in-flight tasks get ``grace`` to finish their
+                    # publish → ack; one cancelled after that is simply redelivered.
+                    task = asyncio.create_task(self._process(msg), name=f"{self.durable}-msg")
+                    self._track(task, 1)
+        finally:
+            await self._drain_inflight()
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    def _free_slots(self) -> int:
+        return self.concurrency - self._held
+
+    async def _room_to_pull(self) -> None:
+        """Wait for a worthwhile batch of free slots (or a moment, then take what there is).
+
+        Without this, a handler that completes messages in groups (the refresher's batches)
+        frees its slots one callback at a time, and the loop would pull one message per fetch.
+        """
+        await self._slots.acquire()  # at least one free slot
+        self._slots.release()
+        low_water = min(self.batch, max(1, self.concurrency // 4))
+        if self._free_slots() >= low_water:
+            return
+        self._roomy.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._roomy.wait(), PULL_WAIT)
+
+    def _track(self, task: asyncio.Task[None], size: int) -> None:
+        """Hold ``size`` slots until the task ends."""
+        self._held += size
+        self._inflight.add(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            self._inflight.discard(t)
+            self._held -= size
+            for _ in range(size):
+                self._slots.release()
+            if self._free_slots() >= min(self.batch, max(1, self.concurrency // 4)):
+                self._roomy.set()
+
+        task.add_done_callback(done)
+
+    async def _process_batch(self, msgs: list[Msg]) -> None:
+        deliveries: list[Delivery[T]] = []
+        for msg in msgs:
+            try:
+                body = self.decoder.decode(msg.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                await self._dead_letter(msg, f"malformed message: {exc}")
+                continue
+            if getattr(body, "v", VERSION) > VERSION:
+                await self._dead_letter(msg, f"unsupported message version v={body.v}")
+                continue
+            deliveries.append(Delivery(body, msg))
+        if not deliveries:
+            return
+        spans = [start_consumer_span(d.msg.subject, d.msg.headers) for d in deliveries]
+        try:
+            assert self.batch_handler is not None
+            await self.batch_handler(deliveries)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one by one: only the culprit fails
+            log.warning(
+                "batch failed, handling its messages one by one: %s",
+                exc,
+                extra={"action": "batch_fallback", "consumer": self.durable},
+            )
+            for d in deliveries:
+                await self._process(d.msg)
+            return
+        finally:
+            for span in spans:
+                span.end()
+        for d in deliveries:
+            await self._ack(d.msg)
+        self.handled += len(deliveries)
+
+    async def _drain_inflight(self) -> None:
+        if not self._inflight:
+            return
+        _, pending = await asyncio.wait(set(self._inflight), timeout=self.grace)
+        for task in pending:
+            task.cancel()
+
+    async def _ensure_consumer(self) -> None:
+        try:
+            await self.js.consumer_info(self.stream, self.durable)
+        except nats.js.errors.NotFoundError:
+            log.warning(
+                "consumer vanished, recreating",
+                extra={"action": "consumer_recreate", "consumer": self.durable},
+            )
+            await self.js.add_consumer(
+                self.stream, consumer_config(self.names, self.spec, self.max_deliver)
+            )
+        except (TimeoutError, nats.errors.Error):
+            pass
+
+    async def _process(self, msg: Msg) -> None:
+        try:
+            body = self.decoder.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            with consumer_span(msg.subject, msg.headers):
+                await self._dead_letter(msg, f"malformed message: {exc}")
+            return
+        attrs = self.span_attrs(body) if self.span_attrs else {}
+        with consumer_span(msg.subject, msg.headers, **attrs) as span:
+            try:
+                if getattr(body, "v", VERSION) > VERSION:
+                    raise Poison(f"unsupported message version v={body.v} (max {VERSION})")
+                await self.handler(Delivery(body, msg))
+            except Poison as exc:
+                span.set_attribute("trawl.fate", "dlq")
+                await self._dead_letter(msg, str(exc))
+                return
+            except Retry as exc:
+                span.set_attribute("trawl.fate", "retry")
+                await self._retry(msg, str(exc), exc.delay)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.errors += 1
+                span.record_exception(exc)
+                log.exception(
+                    "handler failed",
+                    extra={
+                        "action": "handler_error",
+                        "consumer": self.durable,
+                        "delivered": msg.metadata.num_delivered,
+                    },
+                )
+                await self._retry(msg, f"{type(exc).__name__}: {exc}", self._backoff(msg))
+                return
+            await self._ack(msg)
+            self.handled += 1
+
+    def _backoff(self, msg: Msg) -> float:
+        return min(30.0, 0.5 * 2 ** (msg.metadata.num_delivered - 1))
+
+    async def _retry(self, msg: Msg, reason: str, delay: float) -> None:
+        if msg.metadata.num_delivered >= self.max_deliver:
+            await self._dead_letter(
+                msg, f"gave up after {msg.metadata.num_delivered} deliveries: {reason}"
+            )
+            return
+        # If the nak is lost, the message is redelivered after ack_wait anyway.
+        with contextlib.suppress(nats.errors.Error):
+            await msg.nak(delay=delay)
+
+    async def _ack(self, msg: Msg) -> None:
+        with contextlib.suppress(nats.errors.MsgAlreadyAckdError):
+            await msg.ack()
+
+    async def _dead_letter(self, msg: Msg, reason: str) -> None:
+        self.dead_lettered += 1
+        headers = dict(msg.headers or {})
+        letter = DeadLetter(
+            stream=self.spec.stream_key,
+            subject=msg.subject,
+            reason=reason[:2000],
+            num_delivered=msg.metadata.num_delivered,
+            data=msg.data.decode("utf-8", "replace"),
+            headers=headers,
+            at=time.time(),
+        )
+        dlq_headers = {k: v for k, v in headers.items() if k != n.MSG_ID}
+        dlq_headers.update(
+            {
+                n.DLQ_REASON: reason[:500],
+                n.DLQ_STREAM: self.spec.stream_key,
+                n.DLQ_SUBJECT: msg.subject,
+                n.DLQ_DELIVERED: str(msg.metadata.num_delivered),
+            }
+        )
+        await publish(self.js, self.names.dlq(self.spec.stream_key), letter, headers=dlq_headers)
+        log.warning(
+            "dead-lettered: %s", reason, extra={"action": "dead_lettered", "consumer": self.durable}
+        )
+        with contextlib.suppress(nats.errors.Error):
+            await msg.term()

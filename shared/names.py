@@ -1,0 +1,113 @@
+"""Every NATS name trawl uses, built from the namespace. No subject literal lives elsewhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Header names carried on messages.
+MSG_ID = "Nats-Msg-Id"
+DLQ_REASON = "Trawl-Dlq-Reason"
+DLQ_STREAM = "Trawl-Dlq-Stream"
+DLQ_SUBJECT = "Trawl-Dlq-Subject"
+DLQ_DELIVERED = "Trawl-Dlq-Delivered"
+
+# Stream keys: the short name of each stream (also its DLQ suffix).
+TRIGGER = "trigger"
+FETCH = "fetch"
+FETCHED = "fetched"
+PARSED = "parsed"
+EVENTS = "events"
+DLQ = "dlq"
+
+JOB_EVENTS = ("started", "progress", "completed", "cancelled", "refreshed")
+
+
+@dataclass(frozen=True)
+class Names:
+    """Subjects, streams, consumers and buckets of one namespace."""
+
+    ns: str
+
+    # -- subjects ---------------------------------------------------------------------------
+    @property
+    def trigger(self) -> str:
+        return f"{self.ns}.trigger"
+
+    @property
+    def fetch(self) -> str:
+        return f"{self.ns}.fetch"
+
+    @property
+    def fetched(self) -> str:
+        return f"{self.ns}.fetched"
+
+    @property
+    def parsed(self) -> str:
+        return f"{self.ns}.parsed"
+
+    def job_event(self, job_id: int | str, event: str) -> str:
+        return f"{self.ns}.events.job.{job_id}.{event}"
+
+    def job_events(self, job_id: int | str = "*") -> str:
+        """Wildcard over one job's events (or every job's with the default)."""
+        return f"{self.ns}.events.job.{job_id}.*"
+
+    @property
+    def job_completed_any(self) -> str:
+        return f"{self.ns}.events.job.*.completed"
+
+    @property
+    def events_all(self) -> str:
+        return f"{self.ns}.events.>"
+
+    def dlq(self, stream_key: str) -> str:
+        return f"{self.ns}.dlq.{stream_key}"
+
+    @property
+    def dlq_all(self) -> str:
+        return f"{self.ns}.dlq.>"
+
+    def payload(self, digest: str) -> str:
+        return f"{self.ns}.payload.{digest}"
+
+    @property
+    def payload_all(self) -> str:
+        return f"{self.ns}.payload.>"
+
+    # -- streams ----------------------------------------------------------------------------
+    def stream(self, key: str) -> str:
+        return f"{self.ns}_{key}"
+
+    @property
+    def payload_stream(self) -> str:
+        return f"{self.ns}_payloads"
+
+    # -- consumers (durable names: one per service and input) -------------------------------
+    def consumer(self, service: str, key: str) -> str:
+        return f"{service}-{key}"
+
+    # -- buckets ----------------------------------------------------------------------------
+    @property
+    def robots_bucket(self) -> str:
+        return f"{self.ns}_robots"
+
+    @property
+    def sources_bucket(self) -> str:
+        return f"{self.ns}_sources"
+
+    @property
+    def proxies_bucket(self) -> str:
+        return f"{self.ns}_proxies"
+
+    @property
+    def large_payload_bucket(self) -> str:
+        return f"{self.ns}_payloads_large"
+
+    # -- service API (nats.micro) -----------------------------------------------------------
+    def micro_service(self, service: str) -> str:
+        return f"{self.ns}-{service}"
+
+    # -- queue group for the trigger request path ------------------------------------------
+    @property
+    def trigger_queue(self) -> str:
+        return f"{self.ns}-scheduler"

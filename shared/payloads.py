@@ -1,0 +1,99 @@
+"""Raw payload storage: gzip bodies, content-addressed by the SHA-256 of the raw body.
+
+The JetStream implementation keeps each body as one message on ``<ns>.payload.<sha256>`` in a
+stream with ``max_msgs_per_subject=1`` and direct get: NOTES.md §7 measured that 4-5x faster
+than the object store per put/get. Bodies whose gzip exceeds one message go to the object store.
+References: ``js:<sha256>`` or ``obj:<sha256>``; identical bodies share one reference.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol
+
+import nats.js.errors
+from nats.js import JetStreamContext
+
+from shared import names as n
+from shared.errors import TrawlError
+from shared.names import Names
+
+# Below the server's 1 MiB max_payload with room for headers.
+MAX_INLINE = 900 * 1024
+
+
+class PayloadNotFound(TrawlError):
+    """The payload is not in the store."""
+
+
+@dataclass(frozen=True)
+class StoredPayload:
+    ref: str
+    sha256: str
+    size: int
+    stored_size: int
+
+
+class PayloadStore(Protocol):
+    async def put(self, body: bytes) -> StoredPayload: ...
+
+    async def get(self, ref: str) -> bytes: ...
+
+
+def compress(body: bytes) -> bytes:
+    # Level 3: within 6 % of level 5's ratio on HTML for about a third less CPU (measured by
+    # bench.fetcher_bench, where compression was the largest single cost per page).
+    return gzip.compress(body, compresslevel=3, mtime=0)
+
+
+class JetStreamPayloadStore:
+    def __init__(self, js: JetStreamContext, names: Names) -> None:
+        self.js = js
+        self.names = names
+        self._objects = None
+
+    async def put(self, body: bytes) -> StoredPayload:
+        digest = hashlib.sha256(body).hexdigest()
+        packed = await _maybe_offload(compress, body)
+        if len(packed) <= MAX_INLINE:
+            await self.js.publish(
+                self.names.payload(digest), packed, headers={n.MSG_ID: f"payload-{digest}"}
+            )
+            ref = f"js:{digest}"
+        else:
+            store = await self._object_store()
+            await store.put(digest, packed)
+            ref = f"obj:{digest}"
+        return StoredPayload(ref=ref, sha256=digest, size=len(body), stored_size=len(packed))
+
+    async def get(self, ref: str) -> bytes:
+        kind, _, digest = ref.partition(":")
+        try:
+            if kind == "js":
+                raw = await self.js.get_last_msg(
+                    self.names.payload_stream, self.names.payload(digest), direct=True
+                )
+                packed = raw.data or b""
+            elif kind == "obj":
+                store = await self._object_store()
+                packed = (await store.get(digest)).data or b""
+            else:
+                raise PayloadNotFound(f"unknown payload reference {ref!r}")
+        except nats.js.errors.NotFoundError as exc:
+            raise PayloadNotFound(f"payload {ref} not found") from exc
+        return await _maybe_offload(gzip.decompress, packed)
+
+    async def _object_store(self):
+        if self._objects is None:
+            self._objects = await self.js.object_store(self.names.large_payload_bucket)
+        return self._objects
+
+
+async def _maybe_offload(fn, data: bytes) -> bytes:
+    """Run big (de)compressions in a thread so one large page does not stall the loop."""
+    if len(data) < 64 * 1024:
+        return fn(data)
+    return await asyncio.to_thread(fn, data)

@@ -1,0 +1,172 @@
+"""Idempotent provisioning of streams, consumers and buckets of one namespace.
+
+Running it twice changes nothing; a changed consumer config is applied with ``add_consumer``
+(``pull_subscribe`` would keep the old one, see NOTES.md §0.5). One ``filter_subject`` per
+consumer: 2.9 silently ignores ``filter_subjects``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+
+import nats.js.errors
+from nats.js import JetStreamContext, api
+
+from shared import names as n
+from shared.names import Names
+
+log = logging.getLogger("trawl.provision")
+
+DAY = 86400.0
+
+
+@dataclass(frozen=True)
+class ConsumerSpec:
+    service: str
+    stream_key: str
+    filter_subject: str
+    ack_wait: float = 60.0
+    max_ack_pending: int = 2000
+
+    def durable(self, names: Names) -> str:
+        return names.consumer(self.service, self.stream_key)
+
+
+def stream_configs(names: Names) -> list[api.StreamConfig]:
+    file = api.StorageType.FILE
+    return [
+        # no_ack: a core NATS request to the trigger subject must get the scheduler's reply, not
+        # the stream's PubAck (docs/architecture.md, "Triggers").
+        api.StreamConfig(
+            name=names.stream(n.TRIGGER),
+            subjects=[names.trigger],
+            no_ack=True,
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            storage=file,
+            max_age=7 * DAY,
+        ),
+        api.StreamConfig(
+            name=names.stream(n.FETCH),
+            subjects=[names.fetch],
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            storage=file,
+            max_age=7 * DAY,
+            duplicate_window=300.0,
+        ),
+        # Interest: read by the scheduler (outcomes) and the parser (payloads to parse).
+        api.StreamConfig(
+            name=names.stream(n.FETCHED),
+            subjects=[names.fetched],
+            retention=api.RetentionPolicy.INTEREST,
+            storage=file,
+            max_age=7 * DAY,
+            duplicate_window=300.0,
+        ),
+        # Interest: read by the scheduler (links) and the refresher (products).
+        api.StreamConfig(
+            name=names.stream(n.PARSED),
+            subjects=[names.parsed],
+            retention=api.RetentionPolicy.INTEREST,
+            storage=file,
+            max_age=7 * DAY,
+            duplicate_window=300.0,
+        ),
+        api.StreamConfig(
+            name=names.stream(n.EVENTS),
+            subjects=[names.events_all],
+            retention=api.RetentionPolicy.LIMITS,
+            storage=file,
+            max_age=7 * DAY,
+        ),
+        api.StreamConfig(
+            name=names.stream(n.DLQ),
+            subjects=[names.dlq_all],
+            retention=api.RetentionPolicy.LIMITS,
+            storage=file,
+            max_age=30 * DAY,
+        ),
+        # Payloads: one gzip body per content address; direct get for fast reads.
+        api.StreamConfig(
+            name=names.payload_stream,
+            subjects=[names.payload_all],
+            retention=api.RetentionPolicy.LIMITS,
+            storage=file,
+            max_msgs_per_subject=1,
+            allow_direct=True,
+            duplicate_window=120.0,
+            discard=api.DiscardPolicy.OLD,
+        ),
+    ]
+
+
+def consumer_specs(names: Names) -> list[ConsumerSpec]:
+    return [
+        ConsumerSpec("scheduler", n.TRIGGER, names.trigger),
+        ConsumerSpec("scheduler", n.FETCHED, names.fetched),
+        ConsumerSpec("scheduler", n.PARSED, names.parsed),
+        ConsumerSpec("fetcher", n.FETCH, names.fetch, ack_wait=120.0, max_ack_pending=4096),
+        ConsumerSpec("parser", n.FETCHED, names.fetched),
+        ConsumerSpec("refresher", n.PARSED, names.parsed),
+        ConsumerSpec("refresher", n.EVENTS, names.job_completed_any),
+    ]
+
+
+def consumer_config(names: Names, spec: ConsumerSpec, max_deliver: int) -> api.ConsumerConfig:
+    return api.ConsumerConfig(
+        durable_name=spec.durable(names),
+        filter_subject=spec.filter_subject,
+        ack_policy=api.AckPolicy.EXPLICIT,
+        deliver_policy=api.DeliverPolicy.ALL,
+        ack_wait=spec.ack_wait,
+        # +1: the worker dead-letters itself on the last delivery; the server limit is a backstop.
+        max_deliver=max_deliver + 1,
+        max_ack_pending=spec.max_ack_pending,
+        max_waiting=512,
+    )
+
+
+async def provision(js: JetStreamContext, names: Names, *, max_deliver: int = 5) -> None:
+    for config in stream_configs(names):
+        await _ensure_stream(js, config)
+    for spec in consumer_specs(names):
+        await js.add_consumer(
+            names.stream(spec.stream_key), consumer_config(names, spec, max_deliver)
+        )
+    await _ensure_kv(js, names.robots_bucket, ttl=DAY)
+    await _ensure_kv(js, names.sources_bucket, ttl=0)
+    await _ensure_kv(js, names.proxies_bucket, ttl=0)
+    try:
+        await js.object_store(names.large_payload_bucket)
+    except nats.js.errors.BucketNotFoundError:
+        await js.create_object_store(names.large_payload_bucket)
+
+
+async def _ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
+    try:
+        await js.stream_info(config.name)
+    except nats.js.errors.NotFoundError:
+        await js.add_stream(config)
+        log.info("stream created", extra={"action": "stream_created", "stream": config.name})
+        return
+    await js.update_stream(config)
+
+
+async def _ensure_kv(js: JetStreamContext, bucket: str, *, ttl: float) -> None:
+    try:
+        await js.key_value(bucket)
+    except nats.js.errors.BucketNotFoundError:
+        await js.create_key_value(bucket=bucket, ttl=ttl or None, direct=True, history=1)
+
+
+async def teardown(js: JetStreamContext, names: Names) -> None:
+    """Delete everything of a namespace (tests)."""
+    for config in stream_configs(names):
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await js.delete_stream(config.name)
+    for bucket in (names.robots_bucket, names.sources_bucket, names.proxies_bucket):
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await js.delete_key_value(bucket)
+    with contextlib.suppress(nats.js.errors.NotFoundError):
+        await js.delete_object_store(names.large_payload_bucket)

@@ -1,0 +1,164 @@
+"""One lifecycle for every service: settings → logs/traces → NATS (+ provisioning) → Postgres →
+the service's tasks → graceful drain on SIGTERM/SIGINT.
+
+A service module provides ``async def start(rt: Runtime) -> list[Coroutine]``; each coroutine
+becomes a named task. If any task dies, the service logs it and stops instead of limping on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Awaitable, Callable, Coroutine
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncpg
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+
+from shared.bus import connect
+from shared.db import open_pool
+from shared.logs import setup_logging
+from shared.metrics import Metrics, MetricsEndpoint
+from shared.names import Names
+from shared.provision import provision
+from shared.settings import Settings
+from shared.telemetry import setup_tracing, shutdown_tracing
+
+log = logging.getLogger("trawl.service")
+
+VERSION = "0.1.0"
+
+
+@dataclass
+class Runtime:
+    """What a service's tasks share: clients and the stop signal."""
+
+    service: str
+    settings: Settings
+    names: Names
+    nc: Client
+    js: JetStreamContext
+    pool: asyncpg.Pool | None
+    stop: asyncio.Event
+    stats: dict[str, Any] = field(default_factory=dict)
+    started_at: float = field(default_factory=time.time)
+    # Instruments to record through (no-ops unless TRAWL_METRICS_LISTEN is set), and the
+    # service's ``Consumer`` objects, whose counters ``/metrics`` reports: start() appends them.
+    metrics: Metrics = field(default_factory=Metrics.disabled)
+    consumers: list[Any] = field(default_factory=list)
+
+
+StartFn = Callable[[Runtime], Awaitable[list[Coroutine[Any, Any, None]]]]
+
+
+async def serve(
+    service: str, start: StartFn, *, needs_db: bool, settings: Settings | None = None
+) -> None:
+    settings = settings or Settings.from_env()
+    setup_logging(service, settings.log_level, settings.log_format)
+    setup_tracing(f"trawl-{service}")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    async with AsyncExitStack() as stack:
+        nc = await connect(settings.nats_url, name=f"trawl-{service}-{settings.instance}")
+        stack.push_async_callback(_drain, nc)
+        js = nc.jetstream(timeout=10)
+        names = Names(settings.namespace)
+        await provision(js, names, max_deliver=settings.max_deliver)
+        pool = None
+        if needs_db:
+            pool = await open_pool(settings.database_url)
+            stack.push_async_callback(pool.close)
+        rt = Runtime(service, settings, names, nc, js, pool, stop)
+        metrics_url = None
+        if settings.metrics_listen:
+            endpoint = MetricsEndpoint(service, settings.instance, js, names, rt.consumers)
+            rt.metrics = endpoint.metrics
+            metrics_url = await endpoint.start(settings.metrics_listen)
+            stack.push_async_callback(endpoint.close)
+        await _register_micro(rt, stack, metrics_url)
+        coros = await start(rt)
+        tasks = [asyncio.create_task(c, name=f"{service}:{c.__qualname__}") for c in coros]
+        log.info(
+            "service started",
+            extra={
+                "action": "service_started",
+                "instance": settings.instance,
+                "namespace": settings.namespace,
+            },
+        )
+        stopper = asyncio.create_task(stop.wait(), name="stop")
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task is not stopper and not task.cancelled() and task.exception():
+                log.error(
+                    "task died, stopping",
+                    exc_info=task.exception(),
+                    extra={"action": "task_died", "task": task.get_name()},
+                )
+        stop.set()
+        # Consumers see ``stop`` and finish their in-flight work; give them time, then cancel.
+        _, pending = await asyncio.wait(tasks, timeout=30)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        log.info("service stopped", extra={"action": "service_stopped"})
+    shutdown_tracing()
+
+
+async def _drain(nc: Client) -> None:
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.drain(), 10)
+
+
+async def _register_micro(rt: Runtime, stack: AsyncExitStack, metrics_url: str | None) -> None:
+    """Announce this instance on the NATS service API so operators can list live workers
+    (and find each one's ``/metrics``, whose port may have been picked at random)."""
+    from nats.micro import add_service
+
+    async def stats_handler(req: Any) -> None:
+        import msgspec
+
+        await req.respond(msgspec.json.encode(rt.stats))
+
+    svc = await add_service(
+        rt.nc,
+        name=rt.names.micro_service(rt.service),
+        version=VERSION,
+        description=f"trawl {rt.service}",
+        metadata={
+            "instance": rt.settings.instance,
+            "namespace": rt.settings.namespace,
+            **({"metrics": metrics_url} if metrics_url else {}),
+        },
+        # $SRV.STATS carries each instance's own counters (the admin API's /api/workers).
+        stats_handler=lambda _endpoint: dict(rt.stats),
+    )
+    await svc.add_endpoint(
+        name="stats", subject=f"{rt.names.ns}.svc.{rt.service}.stats", handler=stats_handler
+    )
+    stack.push_async_callback(svc.stop)
+
+
+def main(service: str, start: StartFn, *, needs_db: bool) -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        run(serve(service, start, needs_db=needs_db))
+
+
+def run(main_coro: Coroutine[Any, Any, None]) -> None:
+    """Run on uvloop where it is installed: the event loop is most of a fetcher's CPU."""
+    try:
+        import uvloop
+    except ImportError:  # optional: pure asyncio works, just slower
+        asyncio.run(main_coro)
+        return
+    uvloop.run(main_coro)

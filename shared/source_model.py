@@ -1,0 +1,231 @@
+"""The source definition: what a user writes in a YAML/JSON file (DESIGN.md's contract).
+
+Every key but ``name`` and ``seeds`` is optional. Loading, validation and error messages that
+name the field and line live in ``shared.sources``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+PACING_PROFILES: dict[str, dict[str, float]] = {
+    "stealth": {"min_delay": 5.0, "max_delay": 15.0, "max_in_flight": 1},
+    "polite": {"min_delay": 1.0, "max_delay": 3.0, "max_in_flight": 2},
+    "fast": {"min_delay": 0.0, "max_delay": 0.0, "max_in_flight": 32},
+}
+
+
+class _Model(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
+    pass
+
+
+class Search(_Model):
+    url: str  # template with {keyword}
+    keywords: list[str] = []
+
+
+class LinkRule(_Model):
+    css: str | None = None
+    pattern: str | None = None  # regex searched in the absolute URL
+
+
+class Links(_Model):
+    product: LinkRule | None = None
+    pagination: LinkRule | None = None
+    deny: list[str] = []
+    max_depth: int = 10
+
+
+class FieldRule(_Model):
+    css: str
+    attr: str | None = None  # read this attribute instead of the text
+
+
+class Pacing(_Model):
+    profile: Literal["stealth", "polite", "fast"] = "stealth"
+    min_delay: float | None = None
+    max_delay: float | None = None
+    max_in_flight: int | None = None
+
+    def resolved(self) -> tuple[float, float, int]:
+        """(min_delay, max_delay, max_in_flight): explicit values override the profile's."""
+        base = PACING_PROFILES[self.profile]
+        lo = base["min_delay"] if self.min_delay is None else self.min_delay
+        hi = base["max_delay"] if self.max_delay is None else self.max_delay
+        n = int(base["max_in_flight"]) if self.max_in_flight is None else self.max_in_flight
+        return lo, max(lo, hi), n
+
+
+class RetryPolicy(_Model):
+    max_retries: int = 3
+    base_delay: float = 60.0
+    factor: float = 2.0
+    jitter: float = 0.2
+    cap: float = 86400.0
+    blocked_base_delay: float = 900.0
+
+
+class Refresh(_Model):
+    schedule: str | None = None
+    miss_threshold: int = 3
+    max_failure_rate: float = 0.2
+
+
+class ApiPagination(_Model):
+    """How an API listing pages: ``page`` numbers, ``offset``/limit, a ``cursor`` read from the
+    response, or ``none`` (one request). The crawl stops at a short page, when the running total
+    reaches ``total``, without a next cursor, on a repeated cursor, or at ``max_pages`` (an
+    error in the job: a listing that long is more likely a loop than a catalog)."""
+
+    strategy: Literal["page", "offset", "cursor", "none"] = "page"
+    per_page: int = 100
+    start: int = 0  # the first page number (``page``) or offset (``offset``)
+    max_pages: int = 1000
+    total: str | None = None  # JMESPath to the listing's total count (``totalCount``)
+    next_cursor: str | None = None  # JMESPath to the next page's cursor
+
+
+class ApiVariants(_Model):
+    """Per-option (variant) records inside an item: each has its own price and stock."""
+
+    path: str  # JMESPath from the item to its list of variants
+    # ``expand``: one product per variant (key ``<item key>:<variant key>``), so every option's
+    # price, stock and history is tracked. ``cheapest``: one product per item, at the lowest
+    # variant price, available when any variant is.
+    mode: Literal["expand", "cheapest"] = "expand"
+    fields: dict[str, str] = {}  # product field → JMESPath from the variant (overrides item's)
+    option: str | None = None  # JMESPath to the option's label, appended to the name
+
+
+class ApiMapping(_Model):
+    """Where each product field is in the JSON, as JMESPath expressions (a constant is a
+    JMESPath raw string: ``currency: "'EUR'"``)."""
+
+    items: str  # from the response to the list of products
+    fields: dict[str, str] = {}  # product field → JMESPath from the item
+    variants: ApiVariants | None = None
+    cents: bool = False  # prices are integers in minor units
+    in_stock_below: int | None = None  # stock under this (and above 0) reads as ``limited``
+
+
+class GraphQL(_Model):
+    query: str
+    variables: dict[str, Any] = {}  # strings may be placeholders: "{page}" → 2
+
+
+class Api(_Model):
+    """An API listing crawled instead of (or beside) HTML pages.
+
+    ``url``, ``headers``, ``body`` and ``graphql`` are templates: ``{page}``, ``{per_page}``,
+    ``{offset}``, ``{cursor}`` and ``{keyword}`` are filled in per request (a string that is
+    exactly one placeholder becomes the value itself, so ``"{page}"`` sends a number).
+    """
+
+    preset: Literal["shopify", "graphql"] | None = None  # defaults, overridden by what is given
+    url: str | None = None  # the listing endpoint; None: only ``embedded`` is read
+    method: Literal["GET", "POST"] = "GET"
+    headers: dict[str, str] = {}
+    body: dict[str, Any] | None = None  # a JSON body (POST)
+    graphql: GraphQL | None = None  # a GraphQL request (POST {query, variables})
+    keywords: list[str] = []  # one listing per keyword when the template uses {keyword}
+    pagination: ApiPagination = msgspec.field(default_factory=ApiPagination)
+    mapping: ApiMapping | None = None
+    embedded: str | None = None  # CSS selector of a JSON <script> in HTML pages (__NEXT_DATA__)
+
+
+class Source(_Model):
+    name: str
+    seeds: list[str] = []
+    search: Search | None = None
+    sitemaps: list[str] | Literal["robots"] = []
+    allowed_domains: list[str] = []  # host[:port]; empty = the seeds' hosts
+    allow_private: list[str] | bool = []
+    robots: Literal["obey", "ignore"] = "obey"
+    links: Links = msgspec.field(default_factory=Links)
+    fields: dict[str, FieldRule] = {}
+    pacing: Pacing = msgspec.field(default_factory=Pacing)
+    retry: RetryPolicy = msgspec.field(default_factory=RetryPolicy)
+    proxies: Literal["none", "optional", "required"] = "none"
+    locale: str = "en-US"
+    user_agent: str | None = None
+    refresh: Refresh = msgspec.field(default_factory=Refresh)
+    timeout: float = 30.0
+    max_bytes: int = 10 * 1024 * 1024
+    api: Api | None = None
+
+
+# Built-in API presets: merged under the source's own ``api`` section (what it gives wins).
+API_PRESETS: dict[str, dict[str, Any]] = {
+    # Shopify's public storefront listing: GET /products.json?page=N&limit=250, pages from 1,
+    # a short page ends it. ``compare_at_price`` is the regular price while on sale.
+    "shopify": {
+        "method": "GET",
+        "pagination": {"strategy": "page", "per_page": 250, "start": 1},
+        "mapping": {
+            "items": "products",
+            "fields": {
+                "key": "to_string(id)",
+                "name": "title",
+                "brand": "vendor",
+                "url": "join('', ['/products/', handle])",
+                "image": "images[0].src",
+            },
+            "variants": {
+                "path": "variants",
+                "option": "title",
+                "fields": {
+                    "key": "to_string(id)",
+                    "sku": "sku",
+                    "price": "compare_at_price || price",
+                    "sale_price": "compare_at_price && price",
+                    "availability": "available",
+                    "stock": "inventory_quantity",
+                },
+            },
+        },
+    },
+    # A generic GraphQL product listing: products(page, perPage) { totalCount items { … } }.
+    "graphql": {
+        "method": "POST",
+        "graphql": {
+            "query": (
+                "query Products($page: Int!, $perPage: Int!) { products(page: $page, "
+                "perPage: $perPage) { totalCount items { id sku name brand url image currency "
+                "availability variants { id sku option price salePrice stock } } } }"
+            ),
+            "variables": {"page": "{page}", "perPage": "{per_page}"},
+        },
+        "pagination": {
+            "strategy": "page",
+            "per_page": 100,
+            "start": 0,
+            "total": "data.products.totalCount",
+        },
+        "mapping": {
+            "items": "data.products.items",
+            "fields": {
+                "key": "id",
+                "sku": "sku",
+                "name": "name",
+                "brand": "brand",
+                "url": "url",
+                "image": "image",
+                "currency": "currency",
+                "availability": "availability",
+            },
+            "variants": {
+                "path": "variants",
+                "option": "option",
+                "fields": {
+                    "key": "id",
+                    "sku": "sku",
+                    "price": "price",
+                    "sale_price": "salePrice",
+                    "stock": "stock",
+                },
+            },
+        },
+    },
+}
