@@ -1,0 +1,244 @@
+"""Dead letters: list, inspect, requeue (the original body and headers, to the original
+subject), delete one, purge.
+
+The DLQ is the ``<ns>_dlq`` stream; a letter's id is its stream sequence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import nats.js.errors
+from aiohttp import web
+
+from schemas.messages import DeadLetter
+from services.scheduler.api.problems import Problem
+from services.scheduler.api.routes import (
+    ID,
+    PAGING,
+    Param,
+    Route,
+    paging,
+    path_id,
+    query_str,
+    read_body,
+    respond,
+    rt_of,
+)
+from services.scheduler.operations import NotFound
+from shared import names as n
+from shared.bus import publish
+from shared.service import Runtime
+
+_decoder = msgspec.json.Decoder(DeadLetter)
+# Stream keys a letter can come from (the DLQ subject suffix).
+KEYS = [n.TRIGGER, n.FETCH, n.FETCHED, n.PARSED, n.EVENTS]
+# Scanning for a page of letters stops after this many sequences (deleted ones leave gaps).
+SCAN_LIMIT = 20000
+
+
+class Letter(msgspec.Struct, kw_only=True):
+    seq: int
+    stream: str
+    subject: str
+    reason: str
+    num_delivered: int
+    at: float
+    headers: dict[str, str]
+    data: str
+    body: Any = None  # the original body decoded as JSON when it is JSON
+
+
+class LetterPage(msgspec.Struct, kw_only=True):
+    items: list[Letter]
+    total: int  # letters in the DLQ (all streams)
+
+
+class Requeued(msgspec.Struct, kw_only=True):
+    seq: int
+    subject: str
+
+
+class PurgeIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    stream: str | None = None  # only letters from this stream key
+
+
+class Purged(msgspec.Struct, kw_only=True):
+    purged: int
+
+
+def _letter(seq: int, raw: bytes) -> Letter:
+    try:
+        dl = _decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return Letter(
+            seq=seq,
+            stream="?",
+            subject="?",
+            reason="undecodable letter",
+            num_delivered=0,
+            at=0.0,
+            headers={},
+            data=raw.decode("utf-8", "replace"),
+        )
+    try:
+        body = msgspec.json.decode(dl.data)
+    except msgspec.DecodeError:
+        body = None
+    return Letter(
+        seq=seq,
+        stream=dl.stream,
+        subject=dl.subject,
+        reason=dl.reason,
+        num_delivered=dl.num_delivered,
+        at=dl.at,
+        headers=dl.headers,
+        data=dl.data,
+        body=body,
+    )
+
+
+async def _get(rt: Runtime, seq: int) -> Letter:
+    try:
+        raw = await rt.js.get_msg(rt.names.stream(n.DLQ), seq)
+    except nats.js.errors.APIError:
+        # Not found, or a sequence past the end ("stream store EOF", a 500 from the server).
+        raise NotFound(f"dead letter {seq} not found") from None
+    return _letter(seq, raw.data or b"")
+
+
+async def list_letters(request: web.Request) -> web.Response:
+    """Newest first; ``stream`` filters by the stream the letter came from."""
+    rt = rt_of(request)
+    limit, offset = paging(request)
+    key = query_str(request, "stream")
+    stream = rt.names.stream(n.DLQ)
+    info = await rt.js.stream_info(stream)
+    items: list[Letter] = []
+    skipped = 0
+    seq, scanned = info.state.last_seq, 0
+    while seq >= max(1, info.state.first_seq) and len(items) < limit and scanned < SCAN_LIMIT:
+        scanned += 1
+        try:
+            raw = await rt.js.get_msg(stream, seq)
+        except nats.js.errors.APIError:
+            seq -= 1
+            continue
+        seq -= 1
+        if key and raw.subject != rt.names.dlq(key):
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        items.append(_letter(raw.seq or seq + 1, raw.data or b""))
+    return respond(LetterPage(items=items, total=info.state.messages))
+
+
+async def get_letter(request: web.Request) -> web.Response:
+    rt = rt_of(request)
+    return respond(await _get(rt, path_id(request, "seq")))
+
+
+async def requeue(request: web.Request) -> web.Response:
+    rt = rt_of(request)
+    seq = path_id(request, "seq")
+    letter = await _get(rt, seq)
+    if letter.stream not in KEYS or not letter.subject.startswith(f"{rt.names.ns}."):
+        raise Problem(409, "Conflict", f"letter {seq} has no known origin ({letter.subject})")
+    # The original msg id would be swallowed by the stream's duplicate window: use a new one
+    # per letter, so requeueing the same letter twice still publishes once.
+    headers = {k: v for k, v in letter.headers.items() if k != n.MSG_ID}
+    if letter.stream == n.TRIGGER:
+        # The trigger stream does not ack publishes (docs/architecture.md "Triggers").
+        await rt.nc.publish(letter.subject, letter.data.encode(), headers=headers or None)
+        await rt.nc.flush()
+    else:
+        await publish(
+            rt.js,
+            letter.subject,
+            letter.data.encode(),
+            msg_id=f"requeue-dlq-{seq}",
+            headers=headers,
+        )
+    await rt.js.delete_msg(rt.names.stream(n.DLQ), seq)
+    return respond(Requeued(seq=seq, subject=letter.subject))
+
+
+async def delete_letter(request: web.Request) -> web.Response:
+    rt = rt_of(request)
+    seq = path_id(request, "seq")
+    try:
+        await rt.js.delete_msg(rt.names.stream(n.DLQ), seq)
+    except nats.js.errors.APIError:
+        raise NotFound(f"dead letter {seq} not found") from None
+    return respond(None)
+
+
+async def purge(request: web.Request) -> web.Response:
+    rt = rt_of(request)
+    body: PurgeIn = await read_body(request, PurgeIn | None) or PurgeIn()
+    stream = rt.names.stream(n.DLQ)
+    if body.stream is not None and body.stream not in KEYS:
+        raise Problem(422, "Unprocessable Content", f"stream: one of {', '.join(KEYS)}")
+    before = (await rt.js.stream_info(stream)).state.messages
+    subject = rt.names.dlq(body.stream) if body.stream else None
+    await rt.js.purge_stream(stream, subject=subject)
+    after = (await rt.js.stream_info(stream)).state.messages
+    return respond(Purged(purged=before - after))
+
+
+_SEQ = (Param("seq", ID, "the letter's DLQ stream sequence", True, "path"),)
+
+ROUTES = [
+    Route(
+        "GET",
+        "/api/dlq",
+        list_letters,
+        "Dead letters, newest first",
+        "dlq",
+        params=(Param("stream", {"type": "string", "enum": KEYS}), *PAGING),
+        response=LetterPage,
+        errors=(400,),
+    ),
+    Route(
+        "POST",
+        "/api/dlq/purge",
+        purge,
+        "Delete every dead letter (or one stream's)",
+        "dlq",
+        body=PurgeIn,
+        body_required=False,
+        response=Purged,
+        errors=(400, 422),
+    ),
+    Route(
+        "GET",
+        "/api/dlq/{seq}",
+        get_letter,
+        "One dead letter",
+        "dlq",
+        params=_SEQ,
+        response=Letter,
+        errors=(404,),
+    ),
+    Route(
+        "POST",
+        "/api/dlq/{seq}/requeue",
+        requeue,
+        "Republish the original message to its subject",
+        "dlq",
+        params=_SEQ,
+        response=Requeued,
+        errors=(404, 409),
+    ),
+    Route(
+        "DELETE",
+        "/api/dlq/{seq}",
+        delete_letter,
+        "Delete one dead letter",
+        "dlq",
+        params=_SEQ,
+        errors=(404,),
+    ),
+]

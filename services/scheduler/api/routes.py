@@ -1,0 +1,131 @@
+"""The route table: each resource module declares its routes once, with the parameters and
+msgspec types that both the aiohttp router and the OpenAPI document are built from."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from services.scheduler.api.problems import Problem
+from shared.service import Runtime
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+RT_KEY = web.AppKey("rt", Runtime)
+BIGINT_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    schema: dict[str, Any]
+    description: str = ""
+    required: bool = False
+    location: str = "query"  # query | path
+
+
+@dataclass(frozen=True)
+class Route:
+    """One operation. ``path`` is in OpenAPI form (``/api/jobs/{job_id}``), also valid for
+    aiohttp; ``response`` is a msgspec type (``None``: 204 without a body)."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    tag: str
+    params: tuple[Param, ...] = ()
+    body: Any = None
+    body_required: bool = True
+    response: Any = None
+    status: int = 200
+    errors: tuple[int, ...] = ()
+    public: bool = False  # no token needed (health, documents, the dashboard shell)
+    content_type: str = "application/json"
+    extra_body_types: tuple[str, ...] = ()  # other accepted request media types (raw schema)
+    # Responses other than the success and problem+json ones: (status, msgspec type).
+    other: tuple[tuple[int, Any], ...] = ()
+    operation_id: str = field(default="")
+
+    @property
+    def write(self) -> bool:
+        return self.method not in ("GET", "HEAD")
+
+    @property
+    def op_id(self) -> str:
+        return self.operation_id or self.handler.__name__
+
+
+def path_params(route_path: str) -> list[str]:
+    return [part[1:-1] for part in route_path.split("/") if part.startswith("{")]
+
+
+# -- parameter schemas used across modules ----------------------------------------------------
+ID = {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX}
+LIMIT = Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50})
+OFFSET = Param("offset", {"type": "integer", "minimum": 0, "maximum": 10**9, "default": 0})
+PAGING = (LIMIT, OFFSET)
+
+
+# -- request helpers ---------------------------------------------------------------------------
+def rt_of(request: web.Request) -> Runtime:
+    return request.app[RT_KEY]
+
+
+def path_id(request: web.Request, name: str) -> int:
+    """A positive bigint path parameter; anything else is a 404 (no such object)."""
+    raw = request.match_info[name]
+    if not raw.isdigit() or not 1 <= int(raw) <= BIGINT_MAX:
+        raise Problem(404, "Not Found", f"no {name.removesuffix('_id')} {raw!r}")
+    return int(raw)
+
+
+def query_int(
+    request: web.Request, name: str, default: int | None, *, lo: int = 0, hi: int = BIGINT_MAX
+) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Problem(400, "Bad Request", f"{name}: expected an integer, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise Problem(400, "Bad Request", f"{name}: must be between {lo} and {hi}")
+    return value
+
+
+def query_str(request: web.Request, name: str) -> str | None:
+    raw = request.query.get(name)
+    return raw if raw else None
+
+
+def paging(request: web.Request) -> tuple[int, int]:
+    limit = query_int(request, "limit", 50, lo=1, hi=500)
+    offset = query_int(request, "offset", 0, lo=0, hi=10**9)
+    assert limit is not None and offset is not None
+    return limit, offset
+
+
+async def read_body(request: web.Request, body_type: Any) -> Any:
+    """Decode and validate a JSON body with msgspec; errors become a 422 problem."""
+    raw = await request.read()
+    try:
+        return msgspec.json.decode(raw or b"null", type=body_type)
+    except msgspec.ValidationError as exc:
+        raise Problem(422, "Unprocessable Content", f"invalid body: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise Problem(400, "Bad Request", f"body is not valid JSON: {exc}") from None
+
+
+_encoder = msgspec.json.Encoder(decimal_format="string")
+
+
+def respond(data: Any, status: int = 200) -> web.Response:
+    if data is None:
+        return web.Response(status=204)
+    return web.Response(body=_encoder.encode(data), status=status, content_type="application/json")

@@ -1,0 +1,184 @@
+"""Sources: list, get, create or replace, delete, and validate without saving."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from services.scheduler.api.problems import Problem
+from services.scheduler.api.routes import Param, Route, respond, rt_of
+from services.scheduler.catalog import list_sources, save_source
+from services.scheduler.operations import NotFound
+from shared.errors import SourceError
+from shared.source_model import Source
+from shared.sources import load_source_text, source_from_dict, source_to_dict
+
+# Read models of the scheduler's `sources` table (catalog.py holds the writes it shares with
+# the CLI; these two belong there once the CLI goes through the API).
+_GET = "SELECT name, definition, updated_at FROM sources WHERE name = $1"
+_RUNNING = "SELECT id FROM jobs WHERE source = $1 AND status = 'running'"
+_DELETE = "DELETE FROM sources WHERE name = $1"
+
+YAML_TYPES = ("application/yaml", "text/yaml", "text/plain")
+
+
+class SourceItem(msgspec.Struct, kw_only=True):
+    name: str
+    definition: Source
+    updated_at: datetime
+    running_job: int | None = None
+
+
+class Validation(msgspec.Struct, kw_only=True):
+    valid: bool
+    errors: list[str]
+    source: Source | None = None
+
+
+def _item(row: Any, running: int | None = None) -> SourceItem:
+    return SourceItem(
+        name=row["name"],
+        definition=source_from_dict(row["definition"]),
+        updated_at=row["updated_at"],
+        running_job=running,
+    )
+
+
+async def list_all(request: web.Request) -> web.Response:
+    async with rt_of(request).pool.acquire() as conn:
+        rows = await list_sources(conn)
+    return respond([_item(r) for r in rows])
+
+
+async def get_one(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    async with rt_of(request).pool.acquire() as conn:
+        row = await conn.fetchrow(_GET, name)
+        if row is None:
+            raise NotFound(f"source {name!r} not found")
+        running = await conn.fetchval(_RUNNING, name)
+    return respond(_item(row, running))
+
+
+async def _definition(request: web.Request) -> dict[str, Any]:
+    try:
+        data = msgspec.json.decode(await request.read() or b"null")
+    except msgspec.DecodeError as exc:
+        raise Problem(400, "Bad Request", f"body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise Problem(422, "Invalid source definition", "expected a JSON object")
+    return data
+
+
+async def _save(request: web.Request, data: dict[str, Any]) -> web.Response:
+    source = source_from_dict(data)  # SourceError → 422 with every problem listed
+    async with rt_of(request).pool.acquire() as conn:
+        created = await save_source(conn, source)
+        row = await conn.fetchrow(_GET, source.name)
+    return respond(_item(row), 201 if created else 200)
+
+
+async def create(request: web.Request) -> web.Response:
+    return await _save(request, await _definition(request))
+
+
+async def replace(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    data = await _definition(request)
+    data.setdefault("name", name)
+    if data["name"] != name:
+        raise Problem(422, "Invalid source definition", f"name {data['name']!r} != {name!r}")
+    return await _save(request, data)
+
+
+async def delete(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    async with rt_of(request).pool.acquire() as conn:
+        # Jobs and schedules reference the source: the foreign key turns that into a 409.
+        result = await conn.execute(_DELETE, name)
+    if result.endswith(" 0"):
+        raise NotFound(f"source {name!r} not found")
+    return respond(None)
+
+
+async def validate(request: web.Request) -> web.Response:
+    """Check a definition (JSON object, or YAML text) and report every problem; saves nothing."""
+    mime = request.content_type
+    raw = await request.read()
+    try:
+        if mime in YAML_TYPES:
+            source = load_source_text(raw.decode("utf-8", "replace"), filename="<body>")
+        else:
+            source = load_source_text(
+                raw.decode("utf-8", "replace") or "null", fmt="json", filename="<body>"
+            )
+    except SourceError as exc:
+        return respond(Validation(valid=False, errors=str(exc).splitlines()))
+    except UnicodeError:
+        # YAML escapes can spell lone surrogates, which no text field may hold.
+        return respond(Validation(valid=False, errors=["text is not valid Unicode"]))
+    # Round-trip through the stored form, as save would.
+    source = source_from_dict(source_to_dict(source))
+    return respond(Validation(valid=True, errors=[], source=source))
+
+
+_NAME = (Param("name", {"type": "string", "minLength": 1}, "source name", True, "path"),)
+
+ROUTES = [
+    Route("GET", "/api/sources", list_all, "List sources", "sources", response=list[SourceItem]),
+    Route(
+        "POST",
+        "/api/sources",
+        create,
+        "Create or replace a source (201 when new)",
+        "sources",
+        body=Source,
+        response=SourceItem,
+        other=((201, SourceItem),),
+        errors=(400, 422),
+    ),
+    Route(
+        "POST",
+        "/api/sources/validate",
+        validate,
+        "Validate a definition without saving",
+        "sources",
+        body=Source,
+        response=Validation,
+        extra_body_types=YAML_TYPES,
+    ),
+    Route(
+        "GET",
+        "/api/sources/{name}",
+        get_one,
+        "One source",
+        "sources",
+        params=_NAME,
+        response=SourceItem,
+        errors=(404,),
+    ),
+    Route(
+        "PUT",
+        "/api/sources/{name}",
+        replace,
+        "Create or replace a source (201 when new)",
+        "sources",
+        params=_NAME,
+        body=Source,
+        response=SourceItem,
+        other=((201, SourceItem),),
+        errors=(400, 422),
+    ),
+    Route(
+        "DELETE",
+        "/api/sources/{name}",
+        delete,
+        "Delete a source without jobs or schedules",
+        "sources",
+        params=_NAME,
+        errors=(404, 409),
+    ),
+]

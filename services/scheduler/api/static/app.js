@@ -1,0 +1,162 @@
+// trawl dashboard: plain JS, no build step. Polls the admin API and redraws the tables.
+"use strict";
+
+const TOKEN_KEY = "trawl-token";
+const params = new URLSearchParams(location.search);
+const INTERVAL = Number(params.get("interval") || 2000);
+const $ = (sel) => document.querySelector(sel);
+
+function token() { return localStorage.getItem(TOKEN_KEY) || ""; }
+
+async function api(path) {
+  const headers = token() ? { Authorization: "Bearer " + token() } : {};
+  const resp = await fetch(path, { headers });
+  if (resp.status === 401) throw new AuthError();
+  if (!resp.ok) throw new Error(path + ": HTTP " + resp.status);
+  return resp.json();
+}
+
+class AuthError extends Error {}
+
+function cell(text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  if (cls) td.className = cls;
+  return td;
+}
+
+function fill(id, rows, render, emptyText) {
+  const body = $("#" + id + " tbody");
+  body.replaceChildren();
+  if (!rows.length) {
+    const tr = document.createElement("tr");
+    tr.className = "empty";
+    const td = cell(emptyText || "none");
+    td.colSpan = $("#" + id + " thead tr").children.length;
+    tr.append(td);
+    body.append(tr);
+    return;
+  }
+  for (const row of rows) {
+    const tr = document.createElement("tr");
+    render(row, tr);
+    body.append(tr);
+  }
+}
+
+function ago(iso) {
+  if (!iso) return "";
+  const secs = (Date.now() - new Date(iso).getTime()) / 1000;
+  if (secs < 0) return "in " + Math.round(-secs) + "s";
+  if (secs < 90) return Math.round(secs) + "s ago";
+  if (secs < 5400) return Math.round(secs / 60) + "m ago";
+  return Math.round(secs / 3600) + "h ago";
+}
+
+function renderJobs(page) {
+  fill("jobs", page.items, (job, tr) => {
+    const c = job.counters;
+    const total = c.total || 0;
+    const done = total - (c.open || 0);
+    const bar = document.createElement("progress");
+    bar.id = "job-" + job.id;
+    bar.max = Math.max(total, 1);
+    bar.value = done;
+    bar.dataset.done = done;
+    bar.dataset.total = total;
+    const td = document.createElement("td");
+    td.append(bar, " " + (total ? Math.round((100 * done) / total) : 0) + "%");
+    tr.append(cell(job.id), cell(job.source), cell(job.kind + (job.paused ? " (paused)" : "")),
+      td, cell(done + " / " + total), cell(c.products || 0),
+      cell(c.failed || 0, c.failed ? "bad" : ""), cell(job.rate_per_min));
+  }, "no running job");
+}
+
+function renderStreams(streams) {
+  const rows = [];
+  for (const s of streams) {
+    if (!s.consumers.length) rows.push({ s, c: null });
+    for (const c of s.consumers) rows.push({ s, c });
+  }
+  fill("streams", rows, ({ s, c }, tr) => {
+    tr.append(cell(s.key), cell(s.messages), cell(c ? c.name : "—"),
+      cell(c ? c.pending : "", c && c.pending ? "warn" : ""), cell(c ? c.ack_pending : ""),
+      cell(c ? c.redelivered : ""));
+  });
+}
+
+function renderDomains(domains) {
+  fill("domains", domains, (d, tr) => {
+    tr.append(cell(d.domain), cell(d.paused ? "paused" : "active", d.paused ? "warn" : ""),
+      cell(d.in_flight + " / " + d.max_in_flight), cell(d.min_delay + "–" + d.max_delay),
+      cell(d.backoff.toFixed(2), d.backoff > 1 ? "warn" : ""), cell(d.pending), cell(d.waiting),
+      cell(d.blocked_last_hour, d.blocked_last_hour ? "bad" : ""), cell(ago(d.next_allowed_at)));
+  });
+}
+
+function renderWorkers(workers) {
+  fill("workers", workers, (w, tr) => {
+    const stats = Object.entries(w.stats).map(([k, v]) => k + "=" + v).join("  ");
+    tr.append(cell(w.service), cell(w.instance), cell(ago(w.started)), cell(stats, "wrap"));
+  }, "no live worker");
+}
+
+function renderFailures(failures) {
+  fill("failures", failures, (f, tr) => {
+    tr.append(cell(ago(f.recorded_at)), cell(f.job_id), cell(f.outcome, "bad"), cell(f.status),
+      cell(f.url, "wrap"), cell(f.error, "wrap"));
+  });
+}
+
+function renderDlq(page) {
+  $("#dlq-total").textContent = "(" + page.total + ")";
+  fill("dlq", page.items, (l, tr) => {
+    tr.append(cell(l.seq), cell(l.stream), cell(l.reason, "wrap"), cell(l.num_delivered),
+      cell(ago(new Date(l.at * 1000).toISOString())));
+  }, "empty");
+}
+
+async function refresh() {
+  try {
+    const [jobs, streams, domains, workers, failures, dlq] = await Promise.all([
+      api("/api/jobs?status=running&limit=20"),
+      api("/api/streams"),
+      api("/api/domains?limit=50"),
+      api("/api/workers"),
+      api("/api/jobs/failures?limit=10"),
+      api("/api/dlq?limit=10"),
+    ]);
+    renderJobs(jobs);
+    renderStreams(streams);
+    renderDomains(domains);
+    renderWorkers(workers);
+    renderFailures(failures);
+    renderDlq(dlq);
+    $("#login").hidden = true;
+    $("#board").hidden = false;
+    $("#logout").hidden = !token();
+    $("#status").textContent = "updated " + new Date().toLocaleTimeString();
+    document.body.dataset.refreshed = String(Date.now());
+  } catch (err) {
+    if (err instanceof AuthError) {
+      $("#board").hidden = true;
+      $("#login").hidden = false;
+      $("#status").textContent = token() ? "token rejected" : "token needed";
+    } else {
+      $("#status").textContent = "error: " + err.message;
+    }
+  }
+}
+
+$("#login").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  localStorage.setItem(TOKEN_KEY, $("#token").value.trim());
+  refresh();
+});
+$("#logout").addEventListener("click", () => {
+  localStorage.removeItem(TOKEN_KEY);
+  refresh();
+});
+
+refresh();
+setInterval(refresh, INTERVAL);

@@ -1,0 +1,51 @@
+"""Retry policy: which outcomes retry, and when (jittered exponential backoff)."""
+
+from __future__ import annotations
+
+import random
+
+from schemas.messages import RETRYABLE_OUTCOMES
+from shared.source_model import RetryPolicy
+
+
+def retry_delay(
+    outcome: str,
+    attempts: int,
+    policy: RetryPolicy,
+    *,
+    retry_after: float | None = None,
+    rng: random.Random | None = None,
+) -> float | None:
+    """Seconds until the next attempt, or None when the entry has failed for good.
+
+    ``attempts`` counts the attempts made so far (1 after the first fetch). The n-th retry waits
+    ``min(cap, base * factor^(n-1)) ± jitter``; ``blocked`` starts from the long cool-down base.
+    A larger ``Retry-After`` wins.
+    """
+    if outcome not in RETRYABLE_OUTCOMES:
+        return None
+    retry_no = attempts  # the retry about to be scheduled (1-based)
+    if retry_no > policy.max_retries:
+        return None
+    base = policy.blocked_base_delay if outcome == "blocked" else policy.base_delay
+    delay = min(policy.cap, base * policy.factor ** (retry_no - 1))
+    if policy.jitter:
+        delay *= 1 + (rng or random).uniform(-policy.jitter, policy.jitter)
+    if retry_after is not None and retry_after > delay:
+        delay = retry_after
+    return max(0.0, delay)
+
+
+def classify_status(status: int) -> str:
+    """The outcome of an HTTP status (before content checks)."""
+    if status == 304:
+        return "not_modified"
+    if 200 <= status < 300:
+        return "ok"
+    if status in (404, 410):
+        return "gone"
+    if status in (403, 429):
+        return "blocked"
+    if 500 <= status < 600:
+        return "server_error"
+    return "rejected"

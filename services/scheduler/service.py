@@ -1,0 +1,327 @@
+"""Scheduler: subscriptions → handlers, the dispatch loop and the sweeps."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Coroutine
+from datetime import UTC, datetime
+from typing import Any
+
+import asyncpg
+import msgspec
+import nats.errors
+from nats.aio.msg import Msg
+
+from schemas.messages import FetchResult, ParseResult, Trigger, TriggerReply
+from services.scheduler.api import serve_api
+from services.scheduler.dispatch import Dispatcher
+from services.scheduler.jobs import JobSources, publish_event, try_complete
+from services.scheduler.proxies import publish_active_proxies
+from services.scheduler.results import apply_fetch_result, apply_parse_result
+from services.scheduler.schedules import claim_due, record_run
+from services.scheduler.triggers import start_job, trigger_digest
+from shared import names as n
+from shared.bus import encode
+from shared.consumer import Consumer, Delivery
+from shared.errors import Poison, Retry
+from shared.provision import consumer_specs
+from shared.service import Runtime
+from shared.sources import source_to_dict
+from shared.telemetry import consumer_span
+
+log = logging.getLogger("trawl.scheduler")
+
+SWEEP_INTERVAL = 2.0
+SCHEDULE_INTERVAL = 1.0
+RECHECK_EVERY = 15  # sweeps between full has_pending re-checks (30 s)
+PROGRESS_INTERVAL = 2.0
+# Errors of an outage (database or NATS restarting): the loops log them and try again, so the
+# service rides the outage out instead of exiting.
+TRANSIENT = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, nats.errors.Error)
+
+
+class Scheduler:
+    def __init__(self, rt: Runtime) -> None:
+        assert rt.pool is not None
+        self.rt = rt
+        self.pool: asyncpg.Pool = rt.pool
+        self.job_sources = JobSources()
+        self.dispatcher = Dispatcher(
+            self.pool, rt.js, rt.names, self.job_sources, metrics=rt.metrics
+        )
+        self.wake = asyncio.Event()
+        self.trigger_decoder = msgspec.json.Decoder(Trigger)
+        self._progress: dict[int, dict[str, int]] = {}
+        self._sweeps = 0
+        rt.stats["dispatched"] = 0
+
+    # -- triggers ----------------------------------------------------------------------------
+    async def handle_trigger(self, trigger: Trigger, raw: bytes) -> TriggerReply:
+        digest = trigger_digest(trigger, raw)
+        for attempt in range(3):
+            try:
+                async with self.pool.acquire() as conn:
+                    reply, created = await start_job(conn, trigger, digest)
+                    if created:
+                        await self._publish_source(conn, reply.job_id)
+                        await publish_event(
+                            self.rt.js, self.rt.names, conn, reply.job_id, "started"
+                        )
+                break
+            except asyncpg.UniqueViolationError:
+                # Two triggers raced to start the source's job; the next try joins the winner.
+                if attempt == 2:
+                    raise
+            except asyncpg.DataError as exc:  # e.g. a NUL byte: text Postgres cannot store
+                raise Poison(f"malformed trigger: {exc}") from exc
+        self.wake.set()
+        log.info(
+            "trigger accepted",
+            extra={
+                "action": "trigger_accepted",
+                "job_id": reply.job_id,
+                "source": trigger.source,
+                "existing": reply.existing,
+            },
+        )
+        return reply
+
+    async def _publish_source(self, conn: asyncpg.Connection, job_id: int) -> None:
+        """Put the job's source definition where stateless parsers can read it."""
+        source, _ = await self.job_sources.get(conn, job_id)
+        kv = await self.rt.js.key_value(self.rt.names.sources_bucket)
+        await kv.put(f"job.{job_id}", msgspec.json.encode(source_to_dict(source)))
+
+    async def on_trigger(self, d: Delivery[Trigger]) -> None:
+        await self.handle_trigger(d.body, d.msg.data)
+
+    async def on_trigger_request(self, msg: Msg) -> None:
+        """Core-NATS request path: answer with the job id (or the error)."""
+        if not msg.reply:
+            return  # a plain publish: the stream consumer handles it
+        with consumer_span(msg.subject, msg.headers, **{"trawl.path": "request"}):
+            try:
+                trigger = self.trigger_decoder.decode(msg.data)
+                reply = await self.handle_trigger(trigger, msg.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                reply = TriggerReply(error=f"malformed trigger: {exc}")
+            except Poison as exc:
+                reply = TriggerReply(error=str(exc))
+            except Exception as exc:
+                log.exception("trigger request failed", extra={"action": "trigger_error"})
+                reply = TriggerReply(error=f"internal error: {type(exc).__name__}: {exc}")
+            with contextlib.suppress(Exception):
+                await msg.respond(encode(reply))
+
+    # -- results -----------------------------------------------------------------------------
+    async def on_fetched(self, d: Delivery[FetchResult]) -> None:
+        async with self.pool.acquire() as conn:
+            try:
+                applied = await apply_fetch_result(conn, d.body, self.job_sources)
+            except asyncpg.DeadlockDetectedError as exc:
+                raise Retry("deadlock", delay=0.2) from exc
+            if applied and applied.state:
+                self.rt.metrics.fetch_applied(applied.state, d.body.outcome)
+            if applied and applied.terminal:
+                await self._maybe_complete(conn, applied.job_id)
+        self.wake.set()
+
+    async def on_parsed(self, d: Delivery[ParseResult]) -> None:
+        async with self.pool.acquire() as conn:
+            try:
+                applied, _ = await apply_parse_result(conn, d.body, self.job_sources)
+            except asyncpg.DeadlockDetectedError as exc:
+                raise Retry("deadlock", delay=0.2) from exc
+            if applied:
+                await self._maybe_complete(conn, applied.job_id)
+        self.wake.set()
+
+    async def _maybe_complete(self, conn: asyncpg.Connection, job_id: int) -> None:
+        if await try_complete(conn, job_id):
+            await publish_event(self.rt.js, self.rt.names, conn, job_id, "completed")
+            self._progress.pop(job_id, None)
+
+    # -- loops -------------------------------------------------------------------------------
+    async def dispatch_loop(self) -> None:
+        stop = self.rt.stop
+        while not stop.is_set():
+            self.wake.clear()
+            try:
+                sent = await self.dispatcher.cycle()
+                due = None if sent else await self.dispatcher.seconds_until_due()
+            except TRANSIENT as exc:
+                log.warning("dispatch failed: %s", exc, extra={"action": "dispatch_error"})
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(stop.wait(), 1.0)
+                continue
+            self.rt.stats["dispatched"] = self.dispatcher.dispatched
+            if sent:
+                continue
+            timeout = 1.0 if due is None else min(1.0, max(0.01, due))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake_or_stop(), timeout)
+
+    async def _wake_or_stop(self) -> None:
+        waiters = [
+            asyncio.ensure_future(self.wake.wait()),
+            asyncio.ensure_future(self.rt.stop.wait()),
+        ]
+        try:
+            await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+
+    async def schedule_loop(self) -> None:
+        """Start due schedule runs; every replica runs this, SKIP LOCKED shares the work."""
+        stop = self.rt.stop
+        while not stop.is_set():
+            try:
+                while await self.run_one_schedule():
+                    pass
+            except TRANSIENT as exc:
+                log.warning("schedule tick failed: %s", exc, extra={"action": "schedule_error"})
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), SCHEDULE_INTERVAL)
+
+    async def run_one_schedule(self) -> bool:
+        """Claim and start one due run; False when nothing is due."""
+        async with self.pool.acquire() as conn:
+            claimed = await claim_due(conn, datetime.now(UTC))
+        if claimed is None:
+            return False
+        row, trigger = claimed
+        job_id, error = None, None
+        try:
+            reply = await self.handle_trigger(trigger, encode(trigger))
+            job_id = reply.job_id
+        except Poison as exc:
+            error = str(exc)
+        async with self.pool.acquire() as conn:
+            await record_run(conn, row["id"], job_id, error)
+        log.info(
+            "schedule run",
+            extra={
+                "action": "schedule_run",
+                "schedule_id": row["id"],
+                "job_id": job_id,
+                "error": error,
+            },
+        )
+        return True
+
+    async def sweep_loop(self) -> None:
+        stop = self.rt.stop
+        while not stop.is_set():
+            try:
+                await self.sweep()
+            except TRANSIENT as exc:
+                log.warning("sweep failed: %s", exc, extra={"action": "sweep_error"})
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), SWEEP_INTERVAL)
+
+    async def sweep(self) -> None:
+        """Stale recovery, completion of jobs nobody is finishing, lost events, progress."""
+        visibility = self.rt.settings.visibility_timeout
+        async with self.pool.acquire() as conn:
+            await publish_active_proxies(conn, self.rt.js, self.rt.names)
+            recovered = await conn.fetch(
+                """UPDATE entries SET state = 'pending', updated_at = now()
+                   WHERE id IN (SELECT id FROM entries
+                                WHERE state IN ('dispatched', 'fetched')
+                                  AND dispatched_at < now() - make_interval(secs => $1)
+                                LIMIT 10000 FOR UPDATE SKIP LOCKED)
+                   RETURNING domain""",
+                visibility,
+            )
+            if recovered:
+                log.warning(
+                    "recovered %d stale entries",
+                    len(recovered),
+                    extra={"action": "stale_recovered", "count": len(recovered)},
+                )
+                # In-flight counters are recomputed from the entries (self-healing).
+                await conn.execute(
+                    """UPDATE domains d SET has_pending = true,
+                           in_flight = (SELECT count(*) FROM entries e
+                                        WHERE e.domain = d.domain AND e.state = 'dispatched')
+                       WHERE d.domain = ANY($1::text[])""",
+                    sorted({r["domain"] for r in recovered}),
+                )
+                self.wake.set()
+            self._sweeps += 1
+            if self._sweeps % RECHECK_EVERY == 0:
+                # Backstop for the has_pending flag: a domain must never starve silently.
+                await conn.execute(
+                    """UPDATE domains d SET has_pending = true
+                       WHERE NOT has_pending AND EXISTS (
+                           SELECT 1 FROM entries e WHERE e.domain = d.domain
+                             AND e.state = 'pending')"""
+                )
+            running = await conn.fetch("SELECT id FROM jobs WHERE status = 'running'")
+            for row in running:
+                await self._maybe_complete(conn, row["id"])
+            lost = await conn.fetch(
+                "SELECT id, status FROM jobs WHERE status IN ('completed', 'cancelled') "
+                "AND NOT event_published LIMIT 100"
+            )
+            for row in lost:
+                event = "completed" if row["status"] == "completed" else "cancelled"
+                await publish_event(self.rt.js, self.rt.names, conn, row["id"], event)
+            for row in running:
+                await self._progress_event(conn, row["id"])
+
+    async def _progress_event(self, conn: asyncpg.Connection, job_id: int) -> None:
+        status = await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id)
+        if status != "running":
+            return
+        event = await publish_event(self.rt.js, self.rt.names, conn, job_id, "progress")
+        self._progress[job_id] = event.counters
+
+
+async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+    sched = Scheduler(rt)
+    specs = {(s.service, s.stream_key): s for s in consumer_specs(rt.names)}
+    common = {"stop": rt.stop, "max_deliver": rt.settings.max_deliver}
+    consumers = [
+        Consumer(
+            rt.js,
+            rt.names,
+            specs[("scheduler", n.TRIGGER)],
+            Trigger,
+            sched.on_trigger,
+            concurrency=8,
+            **common,
+        ),
+        Consumer(
+            rt.js,
+            rt.names,
+            specs[("scheduler", n.FETCHED)],
+            FetchResult,
+            sched.on_fetched,
+            concurrency=rt.settings.concurrency,
+            **common,
+        ),
+        Consumer(
+            rt.js,
+            rt.names,
+            specs[("scheduler", n.PARSED)],
+            ParseResult,
+            sched.on_parsed,
+            concurrency=rt.settings.concurrency,
+            **common,
+        ),
+    ]
+    rt.consumers.extend(consumers)
+    await rt.nc.subscribe(
+        rt.names.trigger, queue=rt.names.trigger_queue, cb=sched.on_trigger_request
+    )
+    return [
+        *(c.run() for c in consumers),
+        sched.dispatch_loop(),
+        sched.sweep_loop(),
+        sched.schedule_loop(),
+        serve_api(rt),
+    ]

@@ -1,0 +1,135 @@
+"""Triggers: a request to crawl a source becomes a job (or joins the source's running job).
+
+A trigger can arrive twice: through the durable trigger stream and, when it was sent as a NATS
+request, through the scheduler's core subscription that answers it. Both paths call
+``start_job`` with the same digest, and the ``triggers`` table makes the second a no-op.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from schemas.messages import Trigger, TriggerReply
+from services.scheduler.frontier import Admission, Candidate
+from services.scheduler.priority import job_boost
+from shared.api_template import first_request, uses
+from shared.errors import Poison
+from shared.sources import effective_allowed_domains, source_from_dict, source_to_dict
+
+
+def trigger_digest(trigger: Trigger, raw: bytes) -> str:
+    if trigger.id:
+        return f"id:{trigger.id}"
+    # Without an id, identical bytes within the same minute are the same trigger.
+    return f"sha:{hashlib.sha256(raw).hexdigest()}:{int(time.time() // 60)}"
+
+
+def seed_candidates(trigger: Trigger, source) -> list[Candidate]:
+    seeds = [Candidate(u, "seed") for u in (trigger.seeds or source.seeds)]
+    keywords = list(trigger.keywords) or (list(source.search.keywords) if source.search else [])
+    seeds += [Candidate(u, "sitemap") for u in sitemap_urls(source)]
+    if source.search and keywords:
+        from urllib.parse import quote_plus
+
+        seeds += [
+            Candidate(source.search.url.replace("{keyword}", quote_plus(k)), "search", keyword=k)
+            for k in keywords
+        ]
+    return seeds + api_candidates(trigger, source)
+
+
+def api_candidates(trigger: Trigger, source) -> list[Candidate]:
+    """The first page of the source's API listing; one per keyword when the template uses
+    ``{keyword}`` (the trigger's keywords, else the api's, else the search's)."""
+    api = source.api
+    if api is None or api.url is None or trigger.seeds:
+        return []  # explicit seeds mean "crawl these"
+    if not uses(api, "keyword"):
+        url, request = first_request(api)
+        return [Candidate(url, "seed", request=request)]
+    keywords = list(trigger.keywords) or list(api.keywords)
+    if not keywords and source.search:
+        keywords = list(source.search.keywords)
+    out = []
+    for k in keywords:
+        url, request = first_request(api, keyword=k)
+        out.append(Candidate(url, "search", keyword=k, request=request))
+    return out
+
+
+def sitemap_urls(source) -> list[str]:
+    """The source's sitemaps; ``robots`` means each seed origin's robots.txt, whose
+    ``Sitemap:`` lines the parser turns into sitemap links."""
+    if source.sitemaps != "robots":
+        return list(source.sitemaps)
+    origins = []
+    for url in source.seeds:
+        parts = urlsplit(url)
+        origin = f"{parts.scheme}://{parts.netloc}/robots.txt"
+        if origin not in origins:
+            origins.append(origin)
+    return origins
+
+
+async def start_job(
+    conn: asyncpg.Connection, trigger: Trigger, digest: str
+) -> tuple[TriggerReply, bool]:
+    """Create (or join) the job; returns the reply and whether a new job was created.
+
+    Raises ``Poison`` for a trigger that can never succeed (unknown source, no seeds).
+    """
+    async with conn.transaction():
+        seen = await conn.fetchval(
+            "INSERT INTO triggers (digest) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1", digest
+        )
+        if not seen:
+            job_id = await conn.fetchval("SELECT job_id FROM triggers WHERE digest = $1", digest)
+            return TriggerReply(job_id=job_id, existing=True), False
+
+        definition = await conn.fetchval(
+            "SELECT definition FROM sources WHERE name = $1", trigger.source
+        )
+        if definition is None:
+            raise Poison(f"unknown source {trigger.source!r} (apply it with `trawl source apply`)")
+        source = source_from_dict(definition)
+        candidates = seed_candidates(trigger, source)
+        # An API listing re-reads the whole catalog; its products' URLs are HTML pages that
+        # would only add requests (and a page product the listing already covers).
+        if trigger.kind == "refresh" and not trigger.seeds and not (source.api and source.api.url):
+            # A refresh re-visits every product it knows (so delisted ones can count misses
+            # and come back), besides the listings that discover new ones.
+            known = await conn.fetch(
+                "SELECT url FROM products WHERE source = $1 AND url IS NOT NULL ORDER BY url",
+                trigger.source,
+            )
+            candidates += [Candidate(r["url"], "product") for r in known]
+        admission = Admission(source, effective_allowed_domains(source))
+        if not any(admission.accept(c.url, 0, api=c.request is not None) for c in candidates):
+            raise Poison(f"source {trigger.source!r}: no usable seed URL in this trigger")
+
+        boost = job_boost(trigger.priority, trigger.requested_by)
+        running = await conn.fetchval(
+            "SELECT id FROM jobs WHERE source = $1 AND status = 'running' FOR UPDATE",
+            trigger.source,
+        )
+        created = running is None
+        if created:
+            job_id = await conn.fetchval(
+                """INSERT INTO jobs (source, kind, priority, keywords, requested_by, definition)
+                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
+                trigger.source,
+                trigger.kind,
+                trigger.priority,
+                list(trigger.keywords),
+                trigger.requested_by,
+                source_to_dict(source),
+            )
+        else:
+            job_id = running
+        await admission.admit(conn, job_id, candidates, boost=boost, set_policy=True)
+        await conn.execute("UPDATE triggers SET job_id = $2 WHERE digest = $1", digest, job_id)
+        return TriggerReply(job_id=job_id, existing=not created), created
