@@ -1,0 +1,183 @@
+"""One guarded HTTP request: redirects followed by hand (every hop checked), caps on time,
+body size and decompressed size, and the outcome taxonomy applied."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+
+import aiohttp
+from multidict import CIMultiDict
+from yarl import URL
+
+from services.fetcher.guard import (
+    Allowlist,
+    GuardedResolver,
+    UnsafeURL,
+    check_target,
+    unsafe_cause,
+)
+from services.fetcher.proxies import Proxy
+from services.scheduler.retry import classify_status
+
+REDIRECTS = (301, 302, 303, 307, 308)
+CHUNK = 64 * 1024
+
+
+@dataclass
+class Response:
+    outcome: str
+    url: str
+    status: int | None = None
+    headers: CIMultiDict[str] = field(default_factory=CIMultiDict)  # case-insensitive
+    body: bytes | None = None
+    error: str | None = None
+    elapsed_ms: float = 0.0
+    retry_after: float | None = None
+
+    @property
+    def content_type(self) -> str | None:
+        value = self.headers.get("Content-Type")
+        return value.split(";")[0].strip().lower() if value else None
+
+    @property
+    def charset(self) -> str | None:
+        value = self.headers.get("Content-Type", "")
+        for part in value.split(";")[1:]:
+            key, _, val = part.strip().partition("=")
+            if key.lower() == "charset" and val:
+                return val.strip("\"' ").lower()
+        return None
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+async def request(
+    session: aiohttp.ClientSession,
+    url: str,
+    *,
+    headers: dict[str, str],
+    allow: Allowlist,
+    timeout: float,
+    max_bytes: int,
+    max_redirects: int,
+    accept_types: list[str] | None,
+    proxy: Proxy | None = None,
+    resolver: GuardedResolver | None = None,
+    method: str = "GET",
+    body: bytes | None = None,
+) -> Response:
+    """``resolver`` checks target names when a proxy is used (the proxy resolves them, so the
+    connector's guarded resolver never sees them). ``method`` and ``body`` are sent as given
+    (an API page); a redirect turns them into a GET as browsers do, except 307/308."""
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(timeout):
+            response = await _follow(
+                session,
+                url,
+                headers,
+                allow,
+                max_bytes,
+                max_redirects,
+                accept_types,
+                proxy,
+                resolver,
+                method,
+                body,
+            )
+    except TimeoutError:
+        response = Response("timeout", url, error=f"no complete response within {timeout:g} s")
+    except UnsafeURL as exc:
+        response = Response("unsafe_url", url, error=str(exc))
+    except (aiohttp.ClientError, OSError, ValueError) as exc:
+        unsafe = unsafe_cause(exc)
+        if unsafe is not None:
+            response = Response("unsafe_url", url, error=str(unsafe))
+        else:
+            response = Response("network_error", url, error=f"{type(exc).__name__}: {exc}")
+    response.elapsed_ms = (time.monotonic() - started) * 1000
+    return response
+
+
+async def _follow(
+    session: aiohttp.ClientSession,
+    url: str,
+    headers: dict[str, str],
+    allow: Allowlist,
+    max_bytes: int,
+    max_redirects: int,
+    accept_types: list[str] | None,
+    proxy: Proxy | None,
+    resolver: GuardedResolver | None,
+    method: str = "GET",
+    body: bytes | None = None,
+) -> Response:
+    target = URL(url, encoded=True)
+    for _hop in range(max_redirects + 1):
+        check_target(target, allow)
+        if proxy is not None and resolver is not None:
+            await resolver.check_name(target.raw_host or "", target.port or 0)
+        async with session.request(
+            method,
+            target,
+            headers=headers,
+            data=body,
+            allow_redirects=False,
+            proxy=proxy.url if proxy else None,
+            proxy_headers=proxy.headers if proxy else None,
+        ) as resp:
+            if resp.status in REDIRECTS and resp.headers.get("Location"):
+                target = target.join(URL(resp.headers["Location"]))
+                if resp.status not in (307, 308) and method != "GET":
+                    method, body = "GET", None  # RFC 9110 §15.4: what every client does
+                    headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
+                continue
+            return await _read(resp, str(target), max_bytes, accept_types)
+    return Response("rejected", str(target), error=f"more than {max_redirects} redirects")
+
+
+async def _read(
+    resp: aiohttp.ClientResponse, url: str, max_bytes: int, accept_types: list[str] | None
+) -> Response:
+    headers = CIMultiDict(resp.headers)
+    out = Response(
+        classify_status(resp.status),
+        url,
+        status=resp.status,
+        headers=headers,
+        retry_after=parse_retry_after(resp.headers.get("Retry-After")),
+    )
+    if out.outcome != "ok":
+        return out
+    if accept_types and out.content_type and out.content_type not in accept_types:
+        out.outcome, out.error = "rejected", f"content type {out.content_type} not accepted"
+        return out
+    declared = resp.content_length
+    if declared is not None and declared > max_bytes:
+        out.outcome, out.error = "rejected", f"body of {declared} bytes exceeds {max_bytes}"
+        return out
+    # Counted after decompression, so a gzip bomb stops at the cap too.
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_chunked(CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            out.outcome, out.error = "rejected", f"body exceeds {max_bytes} bytes"
+            return out
+        chunks.append(chunk)
+    out.body = b"".join(chunks)
+    return out

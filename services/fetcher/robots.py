@@ -1,0 +1,320 @@
+"""robots.txt: fetched once per origin for all fetcher replicas, cached in a NATS KV bucket.
+
+Three layers, cheapest first:
+
+1. an in-process LRU of parsed Protego objects, trusted until the record expires and
+   re-validated against KV (by revision, no re-parse) every ``recheck`` seconds;
+2. the KV bucket the replicas share: one record per origin (status, body, fetch time, expiry);
+3. the origin itself, fetched by exactly one task per process (a shared task per origin) and,
+   across replicas, by the holder of a short ``kv.create`` lease. A replica that loses the lease
+   polls the record with short intervals until the lease's deadline, then fetches itself, so a
+   crashed holder costs at most ``lease_wait`` seconds.
+
+Status handling follows RFC 9309 §2.3: 2xx → the rules; other 4xx (404, 401, 403…) → allow
+all; 5xx, 429 (as Google does: it means "slow down", not "no robots.txt") and unreachable →
+disallow all for ``error_ttl``, re-fetched after that. A 3xx left over means the fetcher gave up
+following redirects: treated as unavailable (allow), as the RFC permits. When a re-fetch fails
+but an earlier good copy exists, that copy stays in force (§2.4: a cached copy may be used while
+robots.txt is unreachable).
+
+User-agent matching: we identify ourselves to robots.txt by the product token ``trawl``
+(``user_agent_token``), whatever browser identity the request carries; Protego picks the most
+specific group for it and falls back to ``*``. When a source brings its own crawler UA
+(``user_agent``), its group is honoured as well: a URL is allowed only if both agree, and the
+longer crawl-delay wins, so a site that singles out either name is obeyed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import msgspec
+import nats.errors
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
+from protego import Protego
+from yarl import URL
+
+if TYPE_CHECKING:
+    from nats.js.kv import KeyValue
+
+log = logging.getLogger(__name__)
+
+FetchRobots = Callable[[str], Awaitable[tuple[int | None, bytes]]]
+
+MAX_BODY = 500 * 1024  # RFC 9309 §2.5: parse at least 500 KiB; the rest is ignored
+_HOST_KEY_SAFE = re.compile(r"[a-z0-9-]+(\.[a-z0-9-]+)*")
+_POLL_FIRST, _POLL_MAX = 0.02, 0.25
+
+
+class RobotsVerdict(msgspec.Struct, frozen=True):
+    allowed: bool
+    crawl_delay: float | None
+
+
+class _Record(msgspec.Struct, frozen=True):
+    """What one origin's key holds in KV."""
+
+    status: int | None  # None: unreachable
+    body: bytes  # base64 in JSON
+    fetched_at: float  # unix time of the fetch that produced body/status
+    expires_at: float  # unix time after which a replica re-fetches
+
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder(_Record).decode
+
+
+@dataclass(slots=True)
+class _Policy:
+    """A parsed record: ``rules`` when there are any, else a blanket ``allow_all``."""
+
+    revision: int
+    expires_at: float
+    checked_at: float
+    rules: Protego | None
+    allow_all: bool
+
+    def verdict(self, url: str, agents: tuple[str, ...]) -> RobotsVerdict:
+        if self.rules is None:
+            return RobotsVerdict(allowed=self.allow_all, crawl_delay=None)
+        allowed = all(self.rules.can_fetch(url, agent) for agent in agents)
+        delays = [d for agent in agents if (d := self._delay(agent)) is not None]
+        return RobotsVerdict(allowed=allowed, crawl_delay=max(delays) if delays else None)
+
+    def _delay(self, agent: str) -> float | None:
+        assert self.rules is not None
+        delay = self.rules.crawl_delay(agent)
+        # Our group may set rules but no delay; the `*` group's delay still applies to us.
+        return self.rules.crawl_delay("*") if delay is None else delay
+
+
+def is_failure(status: int | None) -> bool:
+    """Statuses that mean "assume complete disallow for now" (RFC 9309 §2.3.1.4)."""
+    return status is None or status >= 500 or status == 429 or status < 200
+
+
+def robots_key(url: URL) -> str:
+    """The KV key of a URL's origin, e.g. ``https_shop.example_443``.
+
+    KV keys allow only ``[-/_=.a-zA-Z0-9]``: plain hostnames pass as they are, anything else
+    (IPv6 literals, underscores) is escaped as ``=XX`` per character. ``_`` separates the parts
+    and is always escaped inside the host, so distinct origins never share a key.
+    """
+    host = (url.raw_host or "").rstrip(".").lower()
+    if not _HOST_KEY_SAFE.fullmatch(host):
+        host = "".join(
+            c if (c.isalnum() and c.isascii()) or c == "-" else f"={ord(c):02X}" for c in host
+        )
+    return f"{url.scheme}_{host}_{url.port}"
+
+
+class RobotsCache:
+    """robots.txt verdicts for URLs, shared by every replica through the KV bucket ``kv``.
+
+    ``fetch_robots(robots_url)`` returns ``(status, body)``, or ``(None, b"")`` when the origin
+    is unreachable; it should follow redirects (RFC 9309 asks for at least five) and pass the
+    SSRF guard like any other request. ``clock`` is wall time, shared across processes.
+    """
+
+    def __init__(
+        self,
+        kv: KeyValue,
+        fetch_robots: FetchRobots,
+        *,
+        ttl: float = 3600.0,
+        user_agent_token: str = "trawl",
+        error_ttl: float = 600.0,
+        lease_wait: float = 5.0,
+        recheck: float = 60.0,
+        max_parsed: int = 1024,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._kv = kv
+        self._fetch_robots = fetch_robots
+        self._ttl = ttl
+        self._token = user_agent_token
+        self._error_ttl = error_ttl
+        self._lease_wait = lease_wait
+        self._recheck = recheck
+        self._max_parsed = max_parsed
+        self._clock = clock
+        self._parsed: OrderedDict[str, _Policy] = OrderedDict()
+        self._loading: dict[str, asyncio.Task[_Policy]] = {}
+
+    async def check(self, url: str, user_agent: str | None = None) -> RobotsVerdict:
+        parsed = URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.raw_host:
+            raise ValueError(f"robots.txt applies to http(s) URLs, not {url!r}")
+        agents = (self._token,) if not user_agent else (self._token, user_agent)
+        policy = await self._policy(parsed)
+        return policy.verdict(url, agents)
+
+    # -- the in-process layer ---------------------------------------------------------------
+    async def _policy(self, url: URL) -> _Policy:
+        key = robots_key(url)
+        now = self._clock()
+        policy = self._parsed.get(key)
+        if (
+            policy is not None
+            and now < policy.expires_at
+            and now < policy.checked_at + self._recheck
+        ):
+            self._parsed.move_to_end(key)
+            return policy
+        # One load per origin per process; the shield keeps one caller's cancellation from
+        # cancelling the load the others are waiting for.
+        task = self._loading.get(key)
+        if task is None:
+            task = asyncio.create_task(self._load(url, key, policy), name=f"robots-load:{key}")
+            self._loading[key] = task
+            task.add_done_callback(lambda t: self._loaded(key, t))
+        return await asyncio.shield(task)
+
+    def _loaded(self, key: str, task: asyncio.Task[_Policy]) -> None:
+        self._loading.pop(key, None)
+        if task.cancelled() or task.exception() is not None:
+            return
+        self._parsed[key] = task.result()
+        self._parsed.move_to_end(key)
+        while len(self._parsed) > self._max_parsed:
+            self._parsed.popitem(last=False)
+
+    # -- the shared layer -------------------------------------------------------------------
+    async def _load(self, url: URL, key: str, known: _Policy | None) -> _Policy:
+        stored = await self._get(key)
+        now = self._clock()
+        if stored is not None and now < stored[0].expires_at:
+            record, revision = stored
+            if known is not None and known.revision == revision:
+                known.checked_at = now  # unchanged in KV: keep the parsed object
+                return known
+            return self._parse(record, revision)
+        record, revision = await self._refresh(url, key, stale=stored)
+        return self._parse(record, revision)
+
+    async def _get(self, key: str) -> tuple[_Record, int] | None:
+        try:
+            entry = await self._kv.get(key)
+        except KeyNotFoundError:
+            return None
+        if entry.value is None:
+            return None
+        try:
+            return _decode(entry.value), entry.revision or 0
+        except msgspec.DecodeError:
+            log.warning(
+                "robots record unreadable", extra={"action": "robots_bad_record", "key": key}
+            )
+            return None
+
+    async def _refresh(
+        self, url: URL, key: str, stale: tuple[_Record, int] | None
+    ) -> tuple[_Record, int]:
+        lease_key = f"lease.{key}"
+        stale_revision = stale[1] if stale else None
+        lease, deadline = await self._take_lease(lease_key)
+        if lease is None:
+            # Another replica is fetching: wait for its record until the lease's deadline, then
+            # fetch ourselves (the holder is late or gone).
+            fresh = await self._await_record(key, stale_revision, deadline=deadline)
+            if fresh is not None:
+                return fresh
+        try:
+            if lease is not None:
+                # The previous holder may have written the record between our miss and our lease.
+                current = await self._get(key)
+                if current is not None and current[1] != stale_revision:
+                    return current
+            record = await self._fetch(url, previous=stale[0] if stale else None)
+            revision = await self._kv.put(key, _encode(record))
+            return record, revision
+        finally:
+            if lease is not None:
+                # Release; a stale revision means someone took the lease over, which is fine.
+                with suppress(nats.errors.Error):
+                    await self._kv.delete(lease_key, last=lease)
+
+    async def _take_lease(self, lease_key: str) -> tuple[int | None, float]:
+        """(our lease revision, or None when another replica holds it; its wall-clock deadline)."""
+        now = self._clock()
+        deadline = now + self._lease_wait
+        stamp = repr(now).encode()
+        try:
+            return await self._kv.create(lease_key, stamp), deadline
+        except KeyWrongLastSequenceError:
+            pass
+        try:
+            entry = await self._kv.get(lease_key)
+        except KeyNotFoundError:  # released in between: try once more
+            try:
+                return await self._kv.create(lease_key, stamp), deadline
+            except KeyWrongLastSequenceError:
+                return None, deadline
+        try:
+            theirs = float(entry.value or b"0") + self._lease_wait
+        except ValueError:
+            theirs = 0.0
+        if theirs > now:
+            return None, min(theirs, deadline)
+        # An abandoned lease (its holder died): take it over with a CAS on its revision.
+        try:
+            return await self._kv.update(lease_key, stamp, last=entry.revision), deadline
+        except KeyWrongLastSequenceError:
+            return None, deadline
+
+    async def _await_record(
+        self, key: str, stale_revision: int | None, *, deadline: float
+    ) -> tuple[_Record, int] | None:
+        interval = _POLL_FIRST
+        while True:
+            stored = await self._get(key)
+            if stored is not None and stored[1] != stale_revision:
+                return stored
+            remaining = deadline - self._clock()
+            if remaining <= 0:
+                return None
+            await asyncio.sleep(min(interval, remaining))
+            interval = min(interval * 2, _POLL_MAX)
+
+    async def _fetch(self, url: URL, previous: _Record | None) -> _Record:
+        robots_url = str(url.origin().with_path("/robots.txt"))
+        try:
+            status, body = await self._fetch_robots(robots_url)
+        except Exception:  # a broken fetch is an unreachable robots.txt: disallow for now
+            log.warning(
+                "robots.txt fetch failed",
+                exc_info=True,
+                extra={"action": "robots_fetch_failed", "url": robots_url},
+            )
+            status, body = None, b""
+        now = self._clock()
+        log.info(
+            "robots.txt fetched",
+            extra={"action": "robots_fetched", "url": robots_url, "status": status},
+        )
+        if is_failure(status):
+            if previous is not None and not is_failure(previous.status):
+                # Keep obeying the last good copy while the origin is failing (§2.4).
+                return _Record(
+                    previous.status, previous.body, previous.fetched_at, now + self._error_ttl
+                )
+            return _Record(status, b"", now, now + self._error_ttl)
+        assert status is not None  # is_failure(None) above
+        kept = body[:MAX_BODY] if 200 <= status < 300 else b""  # a 4xx body is an error page
+        return _Record(status, kept, now, now + self._ttl)
+
+    def _parse(self, record: _Record, revision: int) -> _Policy:
+        now = self._clock()
+        status = record.status
+        if status is not None and 200 <= status < 300:
+            rules = Protego.parse(record.body.decode("utf-8", errors="replace"))
+            return _Policy(revision, record.expires_at, now, rules, allow_all=True)
+        return _Policy(revision, record.expires_at, now, None, allow_all=not is_failure(status))

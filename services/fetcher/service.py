@@ -1,0 +1,413 @@
+"""Fetcher: fetch work → guarded, paced, polite request → payload stored → fetch result."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+import aiohttp
+from yarl import URL
+
+from schemas.messages import FetchPolicy, FetchResult, FetchWork
+from services.fetcher.guard import Allowlist, GuardedResolver, UnsafeURL, check_target
+from services.fetcher.http import Response, request
+from services.fetcher.identity import identity_for
+from services.fetcher.pacing import HostGuard, InFlight, jittered, wait_until
+from services.fetcher.proxies import Proxy, ProxyPool
+from services.fetcher.robots import RobotsCache
+from services.fetcher.secrets import MissingSecret
+from services.fetcher.secrets import expand as expand_secrets
+from shared.bus import publish
+from shared.consumer import Consumer, Delivery
+from shared.payloads import JetStreamPayloadStore
+from shared.provision import consumer_specs
+from shared.service import Runtime
+
+log = logging.getLogger("trawl.fetcher")
+
+ROBOTS_MAX_BYTES = 500 * 1024
+ROBOTS_TIMEOUT = 10.0
+HEARTBEAT = 20.0  # seconds between in_progress() calls; the fetch consumer's ack_wait is 120 s
+PROXY_READY_WAIT = 5.0  # how long a proxied fetch waits for the first proxy list at start
+# Answers a proxy gives itself when it cannot or will not serve (a robots.txt read through it).
+_PROXY_REFUSALS = frozenset({403, 407, 429, 502, 504})
+
+
+class NoProxy(Exception):
+    """The source requires a proxy and none is healthy."""
+
+
+class Fetcher:
+    def __init__(self, rt: Runtime, proxies: ProxyPool | None = None) -> None:
+        self.rt = rt
+        self.store = JetStreamPayloadStore(rt.js, rt.names)
+        self.guard = HostGuard()
+        self.inflight: InFlight[FetchResult] = InFlight()
+        self.proxies = proxies or ProxyPool()
+        self._sessions: dict[tuple[str, ...], aiohttp.ClientSession] = {}
+        self._resolvers: dict[tuple[str, ...], GuardedResolver] = {}
+        self._robots: dict[tuple[str, ...], RobotsCache] = {}
+        self._deliveries: dict[int, tuple[Delivery[FetchWork], float]] = {}
+        self._tokens = itertools.count()
+        self.stats = rt.stats
+        self.metrics = rt.metrics
+        self.stats.update(
+            {"fetched": 0, "expired": 0, "bytes": 0, "joined": 0, "proxied": 0, "no_proxy": 0}
+        )
+
+    # -- clients per SSRF policy -------------------------------------------------------------
+    def _policy_key(self, policy: FetchPolicy) -> tuple[str, ...]:
+        return tuple(sorted(policy.allow_private))
+
+    def _session(self, policy: FetchPolicy) -> tuple[aiohttp.ClientSession, Allowlist]:
+        key = self._policy_key(policy)
+        allow = Allowlist.from_policy(True if "*" in key else list(key))
+        session = self._sessions.get(key)
+        if session is None:
+            resolver = self._resolvers[key] = GuardedResolver(allow)
+            connector = aiohttp.TCPConnector(
+                resolver=resolver, limit=0, limit_per_host=0, ttl_dns_cache=60
+            )
+            session = aiohttp.ClientSession(
+                connector=connector,
+                cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=True,
+                max_line_size=16 * 1024,
+                max_field_size=16 * 1024,
+            )
+            self._sessions[key] = session
+        return session, allow
+
+    async def _robots_for(self, policy: FetchPolicy) -> RobotsCache:
+        key = (*self._policy_key(policy), f"proxies={policy.proxies}")
+        cache = self._robots.get(key)
+        if cache is None:
+            session, allow = self._session(policy)
+            resolver = self._resolvers[self._policy_key(policy)]
+            mode = policy.proxies
+
+            async def fetch_robots(url: str) -> tuple[int | None, bytes]:
+                if mode == "none":
+                    return await self._get_robots(session, allow, resolver, url, None)
+                # Through a proxy, as the pages go. A proxy's own refusal (403/407/429, an error)
+                # must not read as "no rules" (RFC 9309: 4xx = allow all): try the next one.
+                session_key = f"robots:{URL(url).origin()}"
+                for generation in range(max(1, len(self.proxies.proxies))):
+                    proxy = self.proxies.pick(session_key, generation)
+                    if proxy is None:
+                        if mode == "required":
+                            raise NoProxy("robots.txt: no healthy proxy")
+                        return await self._get_robots(session, allow, resolver, url, None)
+                    answer = await self._get_robots(session, allow, resolver, url, proxy)
+                    if answer[0] is not None and answer[0] not in _PROXY_REFUSALS:
+                        return answer
+                return None, b""  # every proxy refused: unreachable (disallow for a while)
+
+            kv = await self.rt.js.key_value(self.rt.names.robots_bucket)
+            cache = self._robots[key] = RobotsCache(kv, fetch_robots)
+        return cache
+
+    async def _get_robots(
+        self,
+        session: aiohttp.ClientSession,
+        allow: Allowlist,
+        resolver: GuardedResolver,
+        url: str,
+        proxy: Proxy | None,
+    ) -> tuple[int | None, bytes]:
+        resp = await request(
+            session,
+            url,
+            headers={"User-Agent": "trawl"},
+            allow=allow,
+            timeout=ROBOTS_TIMEOUT,
+            max_bytes=ROBOTS_MAX_BYTES,
+            max_redirects=5,
+            accept_types=None,
+            proxy=proxy,
+            resolver=resolver,
+        )
+        if resp.status is None:
+            return None, b""
+        return resp.status, resp.body or b""
+
+    async def close(self) -> None:
+        for session in self._sessions.values():
+            await session.close()
+        for resolver in self._resolvers.values():
+            await resolver.close()
+
+    # -- the handler -------------------------------------------------------------------------
+    async def on_work(self, d: Delivery[FetchWork]) -> None:
+        work = d.body
+        # The heartbeat covers everything up to the ack: waits for not_before and for a host
+        # slot count against ack_wait as much as the request does.
+        token = next(self._tokens)
+        self._deliveries[token] = (d, time.monotonic())
+        try:
+            # A redelivery of an attempt still running here joins it: no second request, no
+            # second host slot.
+            result, joined = await self.inflight.run(work.attempt_id, lambda: self._paced(work))
+        finally:
+            del self._deliveries[token]
+        if joined:
+            self.stats["joined"] += 1
+        await publish(
+            self.rt.js, self.rt.names.fetched, result, msg_id=f"fetched-{work.attempt_id}"
+        )
+
+    async def heartbeat(self) -> None:
+        """Tell JetStream the fetches still running are alive, so they are not redelivered.
+
+        One loop for all deliveries (not a task per message): a delivery running for more than
+        ``HEARTBEAT`` seconds gets an ``in_progress()`` every ``HEARTBEAT / 2`` seconds.
+        """
+        while not self.rt.stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.rt.stop.wait(), HEARTBEAT / 2)
+            due = time.monotonic() - HEARTBEAT
+            for d, since in list(self._deliveries.values()):
+                if since <= due:
+                    with contextlib.suppress(Exception):
+                        await d.msg.in_progress()
+
+    async def _paced(self, work: FetchWork) -> FetchResult:
+        """``not_before`` (with jitter), the host slot, the deadline, then the fetch."""
+        if not self._expired(work):
+            await wait_until(jittered(work.not_before), self.rt.stop)
+            async with self.guard.slot(work.domain, work.policy.max_in_flight):
+                if not self._expired(work):
+                    return await self.fetch(work)
+        return self._result(
+            work, Response("timeout", work.url, error="work expired before it was fetched")
+        )
+
+    def _expired(self, work: FetchWork) -> bool:
+        if work.deadline is None or time.time() <= work.deadline:
+            return False
+        # Dropped explicitly: counted, logged and reported (the scheduler re-queues it).
+        self.stats["expired"] += 1
+        log.warning(
+            "work expired",
+            extra={
+                "action": "fetch_expired",
+                "attempt_id": work.attempt_id,
+                "url": work.url,
+                "late_s": round(time.time() - work.deadline, 1),
+            },
+        )
+        return True
+
+    async def _proxy_for(self, work: FetchWork) -> Proxy | None:
+        if work.policy.proxies == "none":
+            return None
+        if not self.proxies.ready.is_set():  # just started: the list is on its way
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.proxies.ready.wait(), PROXY_READY_WAIT)
+        return self.proxies.pick(f"{work.job_id}:{work.domain}", work.attempt - 1)
+
+    async def fetch(self, work: FetchWork) -> FetchResult:
+        policy = work.policy
+        proxy = await self._proxy_for(work)
+        if proxy is None and policy.proxies == "required":
+            # Never a direct request for such a source; retried later (a retryable outcome).
+            self.stats["no_proxy"] += 1
+            return self._result(
+                work,
+                Response("no_proxy", work.url, error="source requires a proxy; none is healthy"),
+            )
+        session, allow = self._session(policy)
+        try:
+            # Before robots: an unsafe host is unsafe, not disallowed.
+            target = check_target(work.url, allow)
+            await self._resolvers[self._policy_key(policy)].check_name(
+                target.raw_host or "", target.port or 0
+            )
+        except UnsafeURL as exc:
+            return self._result(work, Response("unsafe_url", work.url, error=str(exc)))
+        crawl_delay = None
+        if policy.robots:
+            try:
+                verdict = await (await self._robots_for(policy)).check(work.url, policy.user_agent)
+            except ValueError as exc:
+                return self._result(work, Response("unsafe_url", work.url, error=str(exc)))
+            crawl_delay = verdict.crawl_delay
+            if not verdict.allowed:
+                return self._result(
+                    work,
+                    Response("robots_disallowed", work.url, error="disallowed by robots.txt"),
+                    crawl_delay=crawl_delay,
+                )
+        identity = identity_for(
+            f"{work.job_id}:{work.domain}",
+            generation=work.attempt - 1,
+            locale=policy.locale,
+            user_agent=policy.user_agent,
+        )
+        headers = dict(identity.headers)
+        if work.etag:
+            headers["If-None-Match"] = work.etag
+        if work.last_modified:
+            headers["If-Modified-Since"] = work.last_modified
+        method, body = api_request_parts(work, headers)
+        try:
+            headers = {k: expand_secrets(v, self.rt.settings.secrets) for k, v in headers.items()}
+        except MissingSecret as exc:
+            return self._result(work, Response("rejected", work.url, error=str(exc)))
+        started = time.time()
+        resp = await request(
+            session,
+            work.url,
+            headers=headers,
+            allow=allow,
+            timeout=policy.timeout,
+            max_bytes=policy.max_bytes,
+            max_redirects=policy.max_redirects,
+            accept_types=policy.accept_types,
+            proxy=proxy,
+            resolver=self._resolvers[self._policy_key(policy)],
+            method=method,
+            body=body,
+        )
+        if proxy is not None:
+            self.stats["proxied"] += 1
+            resp.error = proxy.redact(resp.error)
+        self.metrics.http_request(
+            work.domain, resp.outcome, resp.elapsed_ms / 1000, len(resp.body or b"")
+        )
+        payload_ref = None
+        size = 0
+        if resp.outcome == "ok" and resp.body is not None:
+            stored = await self.store.put(resp.body)
+            payload_ref, size = stored.ref, stored.size
+            self.stats["bytes"] += size
+        self.stats["fetched"] += 1
+        log.info(
+            "fetched",
+            extra={
+                "action": "fetch_done",
+                "url": work.url,
+                "attempt_id": work.attempt_id,
+                "outcome": resp.outcome,
+                "status": resp.status,
+                "ms": round(resp.elapsed_ms, 1),
+                "proxy": proxy.id if proxy else None,
+                "fingerprint": identity.id,
+            },
+        )
+        return self._result(
+            work,
+            resp,
+            started=started,
+            payload_ref=payload_ref,
+            size=size,
+            crawl_delay=crawl_delay,
+            fingerprint=identity.id,
+            proxy=proxy,
+        )
+
+    def _result(
+        self,
+        work: FetchWork,
+        resp: Response,
+        *,
+        started: float | None = None,
+        payload_ref: str | None = None,
+        size: int = 0,
+        crawl_delay: float | None = None,
+        fingerprint: str | None = None,
+        proxy: Proxy | None = None,
+    ) -> FetchResult:
+        self.metrics.fetch_result(work.domain, resp.outcome)  # every result, whatever its cause
+        return FetchResult(
+            attempt_id=work.attempt_id,
+            job_id=work.job_id,
+            entry_id=work.entry_id,
+            source=work.source,
+            url=work.url,
+            kind=work.kind,
+            depth=work.depth,
+            keyword=work.keyword,
+            outcome=resp.outcome,  # type: ignore[arg-type]
+            final_url=resp.url if resp.url != work.url else None,
+            status=resp.status,
+            error=resp.error,
+            started_at=started or time.time(),
+            elapsed_ms=resp.elapsed_ms,
+            payload_ref=payload_ref,
+            content_type=resp.content_type,
+            charset=resp.charset,
+            size=size,
+            retry_after=resp.retry_after,
+            crawl_delay=crawl_delay,
+            etag=resp.headers.get("ETag"),
+            last_modified=resp.headers.get("Last-Modified"),
+            # Echoed on a 304 so the parser re-reads the page from the stored payload.
+            previous_payload_ref=(
+                work.previous_payload_ref if resp.outcome == "not_modified" else None
+            ),
+            fingerprint=fingerprint,
+            proxy=proxy.id if proxy else None,
+            request=work.request,
+        )
+
+
+def api_request_parts(work: FetchWork, headers: dict[str, str]) -> tuple[str, bytes | None]:
+    """Method and body of the work; an API page's headers go over the browser profile's
+    (``headers`` is updated). A JSON body goes as application/json unless the source says."""
+    request = work.request
+    if request is None:
+        return "GET", None
+    # The same browser, now calling an API from its page: fetch() metadata, not navigation's.
+    headers["Accept"] = "application/json"
+    for name, value in (("Sec-Fetch-Mode", "cors"), ("Sec-Fetch-Dest", "empty")):
+        if name in headers:
+            headers[name] = value
+    if "Sec-Fetch-Site" in headers:
+        headers["Sec-Fetch-Site"] = "same-origin"
+    headers.pop("Sec-Fetch-User", None)
+    headers.pop("Upgrade-Insecure-Requests", None)
+    body = request.body.encode() if request.body is not None else None
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    for name, value in request.headers.items():
+        for existing in [k for k in headers if k.lower() == name.lower()]:
+            del headers[existing]
+        headers[name] = value
+    return request.method, body
+
+
+def _span_attrs(work: FetchWork) -> dict[str, Any]:
+    return {"url.full": work.url, "trawl.domain": work.domain, "trawl.job_id": work.job_id}
+
+
+async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+    proxies = await ProxyPool.open(rt.js, rt.names.proxies_bucket)
+    fetcher = Fetcher(rt, proxies)
+    spec = next(s for s in consumer_specs(rt.names) if s.service == "fetcher")
+    consumer = Consumer(
+        rt.js,
+        rt.names,
+        spec,
+        FetchWork,
+        fetcher.on_work,
+        stop=rt.stop,
+        concurrency=rt.settings.concurrency * 4,
+        batch=256,
+        max_deliver=rt.settings.max_deliver,
+        span_attrs=_span_attrs,
+    )
+    rt.consumers.append(consumer)
+
+    async def run() -> None:
+        try:
+            await consumer.run()
+        finally:
+            await fetcher.close()
+
+    return [run(), proxies.run(rt.stop), fetcher.heartbeat()]
