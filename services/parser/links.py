@@ -1,0 +1,401 @@
+"""Link discovery: every followable URL of the page, canonicalised, filtered and classified.
+
+Kinds: ``pagination`` (other pages of this listing), ``product`` (detail pages of this site)
+and ``page`` (everything else worth following). A source's rules (CSS selector and/or URL
+regex) replace the default heuristic of their kind; the defaults are:
+
+- pagination: ``rel=next|prev``, next-page URLs announced in ``data-*`` attributes or JSON
+  state, links that differ from the current URL only by a page number (``page``, ``p``,
+  ``pg``, ``pagenum``…, ``/page/N``), and links in a pagination widget that keep the listing's
+  path and filters. Sort/filter/view/page-size variants change other parameters, so they are
+  not pagination.
+- product: detail-page URL shapes (``/p/``, ``/product/``, ``/products/``, ``/dp/``,
+  ``-p-123``, ``/item/``), product cards of listings and recommendation rows, and JSON-LD
+  ``ItemList`` members. Cart, wishlist, compare, quick-view, offer and brand URLs never are.
+
+Cart/checkout/wishlist/compare/logout URLs change state on the shop and are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from schemas.messages import Link, LinkKind
+from services.parser.jsonld import Forest, types_of
+from shared.source_model import LinkRule, Source
+from shared.urls import canonicalize, host_of
+
+PAGE_PARAMS = frozenset(
+    {"page", "p", "pg", "pagenum", "page_num", "pagenumber", "pageno", "page_no", "paged",
+     "pn", "currentpage", "offset", "start"}
+)  # fmt: skip
+CURSOR_PARAMS = frozenset({"cursor", "after", "before", "page_token", "pagetoken", "from"})
+_PAGE_SEGMENT = re.compile(r"/page[/-](\d+)/?$", re.I)
+_PRODUCT_URL = re.compile(
+    r"/(?:p|product|products|dp|item|items|itm|ip)/[^/?#]+|/gp/product/|-p-\d+", re.I
+)
+_NOT_PRODUCT = re.compile(
+    r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|[/?&](?:cart|basket|checkout|wishlists?|wish-list"
+    r"|compare|login|logout|account|signin|register)\b|quick[-_]?(?:view|shop|look)"
+    r"|[?&]view=quick|/offer-listing|/offers?(?:/|$|\?)|/reviews?(?:/|$|\?)|/write-review"
+    r"|/brands?/|[?&]action=",
+    re.I,
+)
+_ACTION = re.compile(
+    r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|/(?:cart|basket|checkout|wishlists?|compare"
+    r"|logout|signout)(?:/|$|\?)|[?&](?:add-to-cart|add_to_wishlist|action=add)",
+    re.I,
+)
+_REL_PAGINATION = frozenset({"next", "prev", "previous", "first", "last"})
+_CARD = (
+    '[class*="product-card" i], [class*="product-tile" i], [class*="product-item" i], '
+    '[class*="productcard" i], [class*="producttile" i], [class*="product-box" i], '
+    '[class*="product-miniature" i], [class*="product_item" i], [class*="product-grid-item" i], '
+    "ul.products > li, [data-product-id], "
+    '[itemtype*="ItemList" i] [itemtype*="schema.org/Product" i]'
+)
+HINTS = (
+    (f":is({_CARD}) a[href]", "card"),
+    ('a[href]:is([class*="product-card" i], [class*="product-tile" i], [class*="product-item" i])',
+     "card"),
+    (':is([class*="pagination" i], [aria-label*="pagination" i], [class*="pager" i], '
+     '[class*="paging" i]) a[href]', "pager"),
+    ('a[href]:is([class*="load-more" i], [class*="loadmore" i], [class*="next" i], '
+     '[class*="prev" i])', "pager"),
+)  # fmt: skip
+# Each selector alternative costs a walk of the tree, so data-* hints run only when the page
+# mentions them at all.
+DATA_NEXT = (
+    "[data-next-url], [data-next-page-url], [data-next-href], [data-next], [data-next-page], "
+    "[data-load-more-url], [data-url][class*=more i], [data-href][class*=more i]"
+)
+_DATA_NEXT_ATTRS = ("data-next-url", "data-next-page-url", "data-next-href", "data-load-more-url",
+                    "data-next", "data-next-page", "data-url", "data-href")  # fmt: skip
+_JSON_NEXT = re.compile(
+    r'"(?:next_?page_?url|next_?url|next_?page_?link|next_?link|next_?href|load_?more_?url)"'
+    r'\s*:\s*"([^"\s]{1,2000})"',
+    re.I,
+)
+_PRODUCT_TYPES = frozenset({"product", "productgroup", "individualproduct", "productmodel"})
+MIN_CARD_URLS = 2  # one "card" is a page component, not a listing
+# Caps that keep one page's parse result far below the 1 MB message limit (~150 B per link).
+MAX_ANCHORS = 20_000
+MAX_LINKS = 5_000
+
+
+@dataclass(slots=True)
+class Rules:
+    """A source's link rules, compiled once per page (selectors) or per source (regexes)."""
+
+    allowed: frozenset[str]
+    deny: list[re.Pattern[str]] = field(default_factory=list)
+    product: LinkRule | None = None
+    pagination: LinkRule | None = None
+
+    @classmethod
+    def build(cls, source: Source | None, page_url: str) -> Rules:
+        if source is None:
+            return cls(allowed=frozenset({host_of(page_url)}))
+        allowed = source.allowed_domains or [host_of(seed) for seed in source.seeds]
+        return cls(
+            allowed=frozenset(_norm_domain(d) for d in allowed if d),
+            deny=[p for p in (_compile(d) for d in source.links.deny) if p is not None],
+            product=source.links.product,
+            pagination=source.links.pagination,
+        )
+
+    def allows(self, url: str) -> bool:
+        host = host_of(url)
+        if host in self.allowed:
+            return True
+        return any(d.startswith(".") and host.endswith(d) for d in self.allowed)
+
+
+def extract_links(
+    tree: LexborHTMLParser,
+    *,
+    page_url: str,
+    base_url: str,
+    rules: Rules,
+    forest: Forest,
+    html: str | None = None,
+) -> list[Link]:
+    current = canonicalize(page_url) or page_url
+    here = _listing_key(current)
+    found: dict[str, LinkKind] = {}
+    hints: dict[int, str] = {}
+    for selector, hint in HINTS:
+        for node in _css(tree, selector):
+            hints.setdefault(node.mem_id, hint)
+    rule_hits = {
+        kind: _selected(tree, rule.css)
+        for kind, rule in (("product", rules.product), ("pagination", rules.pagination))
+        if rule is not None and rule.css
+    }
+    card_urls: list[str] = []
+
+    def add(raw: str | None, hint: str | None, mem_id: int | None = None) -> None:
+        if not raw:
+            return
+        url = canonicalize(raw, base_url)
+        if url is None or url == current:
+            return
+        facts = _facts(url)
+        if facts[0] not in rules.allowed and not rules.allows(url):
+            return
+        if rules.deny and any(p.search(url) for p in rules.deny):
+            return
+        kind = _classify(url, raw, facts, here, hint, mem_id, rules, rule_hits)
+        if kind is None:
+            return
+        if hint == "card" and kind == "product" and not facts[4]:
+            card_urls.append(url)
+        previous = found.get(url)
+        if previous is None or previous == "page":
+            found[url] = kind
+
+    # A hostile page can hold a million links: read the first MAX_ANCHORS only.
+    for node in _css(tree, "a[href], area[href]")[:MAX_ANCHORS]:
+        attrs = node.attributes
+        rel = attrs.get("rel")
+        mem_id = node.mem_id
+        if rel and not _REL_PAGINATION.isdisjoint(rel.lower().split()):
+            add(attrs.get("href"), "rel", mem_id)
+        else:
+            add(attrs.get("href"), hints.get(mem_id), mem_id)
+    for node in _css(tree, "link[rel][href]"):
+        attrs = node.attributes
+        if not _REL_PAGINATION.isdisjoint((attrs.get("rel") or "").lower().split()):
+            add(attrs.get("href"), "rel", node.mem_id)
+    mentions_next = (
+        html is None
+        or "data-next" in html
+        or "data-load-more" in html
+        or ("more" in html and ("data-url" in html or "data-href" in html))
+    )
+    for node in _css(tree, DATA_NEXT) if mentions_next else ():
+        attrs = node.attributes
+        for name in _DATA_NEXT_ATTRS:
+            value = attrs.get(name)
+            if value and ("/" in value or "?" in value):
+                add(value, "rel", node.mem_id)
+    for url in _json_next_urls(tree):
+        add(url, "rel")
+    for url, is_product in _itemlist_urls(forest) if forest.has_lists else ():
+        add(url, "jsonld" if is_product else None)
+    # A lone card-shaped link without a product URL shape is a page component, not a listing.
+    if len(set(card_urls)) < MIN_CARD_URLS and rules.product is None:
+        for url in card_urls:
+            if found.get(url) == "product":
+                found[url] = "page"
+    return [Link(url=url, kind=kind) for url, kind in found.items()][:MAX_LINKS]
+
+
+Facts = tuple[str, tuple, bool, bool, bool]
+
+
+@lru_cache(maxsize=65536)
+def _facts(url: str) -> Facts:
+    """Page-independent facts of a canonical URL: (host, listing key, state-changing action,
+    never a product, product-detail shape)."""
+    return (
+        host_of(url),
+        _listing_key(url),
+        _ACTION.search(url) is not None,
+        _NOT_PRODUCT.search(url) is not None,
+        _PRODUCT_URL.search(url) is not None,
+    )
+
+
+def _classify(
+    url: str,
+    raw: str,
+    facts: Facts,
+    here: tuple,
+    hint: str | None,
+    mem_id: int | None,
+    rules: Rules,
+    rule_hits: dict[str, set[int]],
+) -> LinkKind | None:
+    if rules.product is not None and _rule_matches(
+        rules.product, "product", url, raw, mem_id, rule_hits
+    ):
+        return "product"
+    if rules.pagination is not None:
+        if _rule_matches(rules.pagination, "pagination", url, raw, mem_id, rule_hits):
+            return "pagination"
+    elif hint == "rel" or _paginates(facts[1], here, hint):
+        return "pagination"
+    if facts[2]:
+        return None
+    if rules.product is None and not facts[3]:
+        if facts[4]:
+            return "product"
+        if hint in ("card", "jsonld") and facts[1][:2] != here[:2]:
+            return "product"  # a card of this listing (not a filter/sort variant of it)
+    return "page"
+
+
+def classify_url(url: str, source: Source | None) -> LinkKind:
+    """The kind of a link known by its URL alone (a sitemap entry): the source's URL patterns,
+    else the default product-detail shapes, else ``page``."""
+    links = source.links if source is not None else None
+    for rule, kind in (
+        (links and links.product, "product"),
+        (links and links.pagination, "pagination"),
+    ):
+        pattern = _compile(rule.pattern) if rule and rule.pattern else None
+        if pattern is not None and pattern.search(url):
+            return kind  # type: ignore[return-value]
+    facts = _facts(url)
+    if (links is None or links.product is None) and facts[4] and not facts[3]:
+        return "product"
+    return "page"
+
+
+def _rule_matches(
+    rule: LinkRule, kind: str, url: str, raw: str, mem_id: int | None, hits: dict[str, set[int]]
+) -> bool:
+    if rule.css and mem_id is not None and mem_id in hits.get(kind, ()):
+        return True
+    if rule.pattern:
+        pattern = _compile(rule.pattern)
+        return pattern is not None and bool(pattern.search(url) or pattern.search(raw))
+    return False
+
+
+def _paginates(cand: tuple, cur: tuple, hint: str | None) -> bool:
+    """Same listing (origin, path, filters), another page number — or a pager's cursor link."""
+    if cand[0] != cur[0] or cand[1] != cur[1]:
+        return False
+    if cand[2] == cur[2] and cand[3] != cur[3] and (cand[3] is None or cand[3].isdigit()):
+        return True
+    return hint == "pager" and cand[4] == cur[4]
+
+
+@lru_cache(maxsize=16384)
+def _listing_key(url: str) -> tuple[str, str, tuple, str | None, tuple]:
+    """(origin, path without /page/N, other params, page number, params without cursors)."""
+    origin, _, rest = url.partition("://")[2].partition("/")
+    path, _, query = rest.partition("?")
+    page = None
+    m = _PAGE_SEGMENT.search("/" + path)
+    if m:
+        page, path = m.group(1), path[: m.start()]
+    others = []
+    for pair in query.split("&") if query else ():
+        key, _, value = pair.partition("=")
+        if key.lower() in PAGE_PARAMS and (value.isdigit() or not value):
+            page = value or page
+        else:
+            others.append((key, value))
+    no_cursor = tuple(p for p in others if p[0].lower() not in CURSOR_PARAMS)
+    return origin, path.rstrip("/"), tuple(others), page, no_cursor
+
+
+def _itemlist_urls(forest: Forest) -> list[tuple[str, bool]]:
+    """(url, may be a product) of ``ItemList`` members; typed non-products are plain pages."""
+    out: list[tuple[str, bool]] = []
+    stack: list[tuple[Any, int]] = [(r, 0) for r in forest.roots]
+    while stack:
+        node, depth = stack.pop()
+        if depth > 16:
+            continue
+        if isinstance(node, list):
+            stack.extend((n, depth + 1) for n in node)
+        elif isinstance(node, dict):
+            kinds = types_of(node)
+            if "breadcrumblist" in kinds:
+                continue
+            if "itemlist" in kinds or "offercatalog" in kinds:
+                for element in _as_list(node.get("itemListElement")):
+                    url, kinds = _element_url(element, forest.index)
+                    if url:
+                        out.append((url, not kinds or bool(kinds & _PRODUCT_TYPES)))
+            stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
+    return out
+
+
+def _element_url(element: Any, index: dict) -> tuple[str | None, set[str]]:
+    if isinstance(element, str):
+        return element, set()
+    if not isinstance(element, dict):
+        return None, set()
+    item = element.get("item")
+    if isinstance(item, dict) and "@id" in item and len(item) <= 2:
+        item = index.get(item["@id"], item)
+    kinds = types_of(item) - {"listitem"} if isinstance(item, dict) else set()
+    kinds |= types_of(element) - {"listitem"}
+    for candidate in (item, element):
+        if isinstance(candidate, str):
+            return candidate, kinds
+        if isinstance(candidate, dict):
+            url = candidate.get("url")
+            url = url[0] if isinstance(url, list) and url else url
+            if isinstance(url, str):
+                return url, kinds
+    for candidate in (item, element):
+        ident = candidate.get("@id") if isinstance(candidate, dict) else None
+        if isinstance(ident, str) and ident.startswith("http"):
+            return ident, kinds
+    return None, kinds
+
+
+def _json_next_urls(tree: LexborHTMLParser) -> list[str]:
+    out: list[str] = []
+    for node in _css(tree, "script:not([src])"):
+        text = node.text(deep=True) or ""
+        if "ext" not in text or "ld+json" in (node.attributes.get("type") or ""):
+            continue
+        for m in _JSON_NEXT.finditer(text):
+            out.append(m.group(1).replace("\\/", "/").replace("\\u002F", "/"))
+    return out
+
+
+def _selected(tree: LexborHTMLParser, css: str) -> set[int]:
+    """mem_ids of the link elements a rule's selector picks (or that sit inside its picks)."""
+    out: set[int] = set()
+    for node in _css(tree, css):
+        if node.attributes.get("href") is not None:
+            out.add(node.mem_id)
+        for sub in node.css("a[href], area[href], link[href]"):
+            out.add(sub.mem_id)
+    return out
+
+
+def _css(tree: LexborHTMLParser | LexborNode, selector: str) -> list[LexborNode]:
+    try:
+        return tree.css(selector)
+    except Exception:  # an invalid selector from a source definition must not break parsing
+        return []
+
+
+@lru_cache(maxsize=1024)
+def _compile(pattern: str) -> re.Pattern[str] | None:
+    try:
+        return re.compile(pattern)
+    except (re.error, TypeError):
+        return None
+
+
+def _norm_domain(domain: str) -> str:
+    domain = domain.strip().lower()
+    if domain.startswith("*."):
+        return domain[1:]
+    if "://" in domain:
+        return host_of(domain)
+    host, _, port = domain.partition(":")
+    if port in ("80", "443"):
+        return host
+    return domain
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]

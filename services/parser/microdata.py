@@ -1,0 +1,116 @@
+"""Microdata (``itemscope``/``itemprop``) and RDFa (``typeof``/``property``) → JSON-LD-shaped nodes.
+
+Both syntaxes embed the same schema.org items in attributes, so one walker serves them: every
+scope element becomes a dict with ``@type`` and its properties as lists of values, a property
+that is itself a scope nests the child dict, and scopes that are nobody's property are roots.
+The product logic then reads these nodes exactly like JSON-LD. The tree is walked with two
+selector queries; a property finds its owner by climbing to the nearest scope ancestor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from services.parser.jsonld import Forest
+
+_URL_ATTR = {
+    "a": "href",
+    "area": "href",
+    "link": "href",
+    "img": "src",
+    "audio": "src",
+    "video": "src",
+    "source": "src",
+    "embed": "src",
+    "iframe": "src",
+    "track": "src",
+    "object": "data",
+    "data": "value",
+    "meter": "value",
+}
+# RDFa in <head> that belongs to OpenGraph/Twitter, not to schema.org items.
+_META_PREFIXES = ("og:", "product:", "fb:", "twitter:", "article:", "al:")
+
+
+def extract_microdata(tree: LexborHTMLParser) -> Forest:
+    return _walk(tree, scope="itemscope", prop="itemprop", kind="itemtype", ident="itemid")
+
+
+def extract_rdfa(tree: LexborHTMLParser) -> Forest:
+    return _walk(tree, scope="typeof", prop="property", kind="typeof", ident="resource")
+
+
+def _walk(tree: LexborHTMLParser, *, scope: str, prop: str, kind: str, ident: str) -> Forest:
+    forest = Forest()
+    scope_nodes = tree.css(f"[{scope}]")
+    if not scope_nodes:
+        return forest
+    items: dict[int, dict[str, Any]] = {}
+    owned: set[int] = set()
+    for node in scope_nodes:
+        attrs = node.attributes
+        item: dict[str, Any] = {"@type": (attrs.get(kind) or "").split()}
+        node_id = attrs.get(ident)
+        if node_id:
+            item["@id"] = node_id
+            forest.index.setdefault(node_id, item)
+        items[node.mem_id] = item
+    for node in tree.css(f"[{prop}]"):
+        attrs = node.attributes
+        names = [_prop_name(n) for n in (attrs.get(prop) or "").split()]
+        names = [n for n in names if n]
+        if not names:
+            continue
+        owner = _owner(node, scope)
+        if owner is None:
+            continue
+        if scope in attrs:
+            value: Any = items.get(node.mem_id)
+            owned.add(node.mem_id)
+        else:
+            value = _value(node, attrs, rdfa=scope == "typeof")
+        if value is None:
+            continue
+        target = items.get(owner.mem_id)
+        if target is None:
+            continue
+        for name in names:
+            target.setdefault(name, []).append(value)
+    forest.roots = [item for mem_id, item in items.items() if mem_id not in owned]
+    return forest
+
+
+def _prop_name(raw: str) -> str | None:
+    if raw.startswith(_META_PREFIXES):
+        return None
+    return raw.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].rsplit("#", 1)[-1]
+
+
+def _owner(node: LexborNode, scope: str) -> LexborNode | None:
+    parent = node.parent
+    while parent is not None:
+        if parent.is_element_node and scope in parent.attrs:
+            return parent
+        parent = parent.parent
+    return None
+
+
+def _value(node: LexborNode, attrs: dict[str, str | None], *, rdfa: bool) -> str | None:
+    content = attrs.get("content")
+    if content is not None:
+        return content.strip()
+    tag = node.tag or ""
+    if rdfa:
+        for name in ("href", "src", "resource"):
+            if attrs.get(name):
+                return (attrs[name] or "").strip()
+    else:
+        url_attr = _URL_ATTR.get(tag)
+        if url_attr:
+            return (attrs.get(url_attr) or "").strip() or None
+        if tag == "time" and attrs.get("datetime"):
+            return (attrs.get("datetime") or "").strip()
+    text = node.text(deep=True, separator=" ")
+    return " ".join(text.split()) if text else None

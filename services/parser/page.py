@@ -1,0 +1,304 @@
+"""The parser's entry point: one payload → the page's product (if it is a product page) + links.
+
+The HTML is parsed once into a lexbor tree that every extractor shares. Each extractor runs
+under its own guard, so a page whose microdata trips a bug still yields its JSON-LD product
+and its links; ``parse_page`` itself never raises.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from typing import TypeVar
+
+import msgspec
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from schemas.messages import Link, Product
+from services.parser.availability import normalize_availability
+from services.parser.decode import decode_html
+from services.parser.jsonld import Forest
+from services.parser.jsonld import extract as extract_jsonld
+from services.parser.links import Rules, extract_links
+from services.parser.metatags import Fields, extract_metatags, og_fields
+from services.parser.microdata import extract_microdata, extract_rdfa
+from services.parser.prices import format_price, normalize_currency, price_and_currency
+from services.parser.product import merge, node_fields, select_main
+from shared.source_model import Source
+from shared.urls import canonicalize
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MAX_BODY = 20 * 1024 * 1024
+_NOT_HTML = ("image/", "audio/", "video/", "font/", "application/pdf", "application/zip")
+_FIELD_NAMES = ("sku", "gtin", "mpn", "name", "brand", "price", "sale_price", "currency",
+                "availability", "url", "image")  # fmt: skip
+# A page without structured data is a product page when it has one title, one buy button
+# and a price: listings have many buy buttons, articles and soft-404s none.
+_BUY = (
+    'form[action*="cart" i] [type="submit"], form[action*="cart" i] button, '
+    'button[name="add-to-cart" i], [class*="add-to-cart" i], [class*="addtocart" i], '
+    '[id*="add-to-cart" i], [data-action*="add-to-cart" i]'
+)
+_PRICE = '[class*="price" i], [id*="price" i]'
+_NOT_CURRENT = ("old", "was", "regular", "compare", "strike", "list", "rrp", "msrp", "save")
+
+
+class PageParse(msgspec.Struct, frozen=True):
+    product: Product | None
+    links: list[Link]
+
+
+def parse_page(
+    body: bytes, url: str, *, content_type: str | None = None, source: Source | None = None
+) -> PageParse:
+    """Extract the page's main product and its classified links; never raises."""
+    decoded = _guard("decode", lambda: _tree(body, content_type))
+    if decoded is None:
+        return PageParse(product=None, links=[])
+    tree, text = decoded
+    base = _guard("base", lambda: _base_url(tree, url)) or url
+    forest = _guard("jsonld", lambda: extract_jsonld(tree)) or Forest()
+    product = _guard("product", lambda: _product(tree, url, base, forest, source))
+    rules = _guard("rules", lambda: Rules.build(source, url))
+    links = _guard("links", lambda: _links(tree, text, url, base, rules, forest)) if rules else None
+    return PageParse(product=product, links=links or [])
+
+
+def _links(
+    tree: LexborHTMLParser, text: str, url: str, base: str, rules: Rules, forest: Forest
+) -> list[Link]:
+    return extract_links(tree, page_url=url, base_url=base, rules=rules, forest=forest, html=text)
+
+
+def _guard(step: str, fn: Callable[[], T]) -> T | None:
+    try:
+        return fn()
+    except Exception:  # one broken extractor must not cost the page; logged for the fix
+        log.debug(
+            "parse step failed", exc_info=True, extra={"action": "parse_step_failed", "step": step}
+        )
+        return None
+
+
+def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str] | None:
+    if not isinstance(body, bytes | bytearray | memoryview):
+        return None
+    mime = (content_type or "").split(";", 1)[0].strip().lower()
+    if mime.startswith(_NOT_HTML):
+        return None
+    text = decode_html(bytes(body[:MAX_BODY]), content_type).replace("\x00", "")
+    if len(text) > NESTING_CHECK_FROM and _too_deep(text):
+        log.info("page nested too deep; not parsed", extra={"action": "parse_too_deep"})
+        return None
+    return LexborHTMLParser(text), text
+
+
+# lexbor builds deeply nested trees in quadratic time (100k nested divs: ~100 s). Real pages
+# nest a few dozen levels; a page past MAX_NESTING is hostile or broken and yields nothing.
+MAX_NESTING = 2048
+NESTING_CHECK_FROM = 64 * 1024  # smaller pages cannot nest deep enough to matter
+_TAG = re.compile(r"<(/?)([a-zA-Z][a-zA-Z0-9]{0,15})")
+_VOID = frozenset(
+    [
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "source",
+        "track",
+        "wbr",
+        "param",
+        "keygen",
+    ]
+)
+
+
+def _too_deep(text: str) -> bool:
+    depth = 0
+    for m in _TAG.finditer(text):
+        if m[1]:
+            depth = max(0, depth - 1)
+        elif m[2].lower() not in _VOID:
+            depth += 1
+            if depth > MAX_NESTING:
+                return True
+    return False
+
+
+def _base_url(tree: LexborHTMLParser, url: str) -> str:
+    node = tree.css_first("base[href]")
+    href = node.attributes.get("href") if node is not None else None
+    return (canonicalize(href, url) if href else None) or url
+
+
+def _product(
+    tree: LexborHTMLParser, url: str, base: str, forest: Forest, source: Source | None
+) -> Product | None:
+    canonical = _canonical(tree, base)
+    page_urls = {u for u in (canonicalize(url), canonical) if u}
+    levels: list[Fields] = []
+    decided: int | None = None
+    veto = False
+    for extract in (lambda: forest, lambda: extract_microdata(tree), lambda: extract_rdfa(tree)):
+        found = _guard("structured", extract)
+        verdict = select_main(found, page_urls) if found is not None else None
+        fields: Fields = {}
+        if verdict is not None and verdict.kind == "product" and verdict.node is not None:
+            fields = node_fields(verdict.node, found.index)  # type: ignore[union-attr]
+            if decided is None and not veto:
+                decided = len(levels)
+        elif verdict is not None and verdict.kind == "veto" and decided is None:
+            veto = True
+        levels.append(fields)
+    meta = _guard("metatags", lambda: extract_metatags(tree))
+    levels.append(og_fields(meta) if meta is not None and meta.is_product else {})
+    if decided is None and not veto and levels[-1]:
+        decided = len(levels) - 1
+    # The visible layout only matters when nothing decided or the structured data lacks a price.
+    needs_visible = decided is None or not any("price" in level for level in levels)
+    visible = (_guard("visible", lambda: _visible_fields(tree)) or {}) if needs_visible else {}
+    levels.append(visible)
+    if decided is None and not veto and visible:
+        decided = len(levels) - 1
+    custom = _css_fields(tree, source) if source is not None and source.fields else {}
+    if decided is None:
+        if not (custom and _source_says_product(tree, url, source)):
+            return None
+        levels.append({})
+        decided = len(levels) - 1
+    fields = merge(levels, decided=decided)
+    fields.update(custom)
+    return _to_product(
+        fields, canonical=canonical if "url" not in custom else None, url=url, base=base
+    )
+
+
+def _to_product(fields: Fields, *, canonical: str | None, url: str, base: str) -> Product | None:
+    page_url = (
+        canonical
+        or canonicalize(fields.get("url") or "", base)
+        or canonicalize(url)
+        or url.partition("#")[0]
+    )
+    image = canonicalize(fields["image"], base) if fields.get("image") else None
+    sku = fields.get("sku")
+    key = sku or fields.get("gtin") or fields.get("mpn") or page_url
+    if not key:
+        return None
+    availability = normalize_availability(fields.get("availability"))
+    return Product(
+        key=key,
+        sku=sku,
+        gtin=fields.get("gtin"),
+        mpn=fields.get("mpn"),
+        name=fields.get("name"),
+        brand=fields.get("brand"),
+        price=fields.get("price"),
+        sale_price=fields.get("sale_price"),
+        currency=fields.get("currency"),
+        availability=availability,
+        url=page_url,
+        image=image or fields.get("image"),
+    )
+
+
+def _canonical(tree: LexborHTMLParser, base: str) -> str | None:
+    for node in tree.css("link[rel][href]"):
+        attrs = node.attributes
+        if "canonical" in (attrs.get("rel") or "").lower().split():
+            return canonicalize(attrs.get("href") or "", base)
+    return None
+
+
+def _css_fields(tree: LexborHTMLParser, source: Source) -> Fields:
+    """The source's own selectors: they override every other source of a field."""
+    out: Fields = {}
+    for name, rule in source.fields.items():
+        if name not in _FIELD_NAMES:
+            continue
+        try:
+            node = tree.css_first(rule.css)
+        except Exception:
+            continue
+        if node is None:
+            continue
+        raw = node.attributes.get(rule.attr) if rule.attr else node.text(deep=True, separator=" ")
+        value = " ".join((raw or "").split())
+        if not value:
+            continue
+        if name in ("price", "sale_price"):
+            price, currency = price_and_currency(value)
+            if price is None:
+                continue
+            value = format_price(price)
+            if currency and "currency" not in source.fields:
+                out.setdefault("currency", currency)
+        elif name == "currency":
+            value = normalize_currency(value) or value
+        elif name == "availability":
+            value = normalize_availability(value) or "unknown"
+        out[name] = value
+    return out
+
+
+def _source_says_product(tree: LexborHTMLParser, url: str, source: Source | None) -> bool:
+    """Without markup, the source's rules decide: its product URL pattern or a unique title."""
+    if source is None:
+        return False
+    rule = source.links.product
+    if rule is not None and rule.pattern:
+        try:
+            if re.search(rule.pattern, url):
+                return True
+        except re.error:
+            pass
+    for name in ("name", "price"):
+        field = source.fields.get(name)
+        if field is not None:
+            try:
+                if len(tree.css(field.css)) == 1:
+                    return True
+            except Exception:
+                continue
+    return False
+
+
+def _visible_fields(tree: LexborHTMLParser) -> Fields:
+    titles = tree.css("h1")
+    if len(titles) != 1 or not 1 <= len(tree.css(_BUY)) <= 2:
+        return {}
+    name = " ".join(titles[0].text(deep=True, separator=" ").split())
+    for node in tree.css(_PRICE)[:20]:
+        marker = ((node.attributes.get("class") or "") + (node.attributes.get("id") or "")).lower()
+        if any(word in marker for word in _NOT_CURRENT) or _struck(node):
+            continue
+        inner = node.css(f"del, s, strike, {_PRICE}")  # lexbor includes the node itself
+        if any(sub.mem_id != node.mem_id for sub in inner):
+            continue  # a container of several prices; its leaves come next
+        price, currency = price_and_currency(node.text(deep=True, separator=" "))
+        if price is not None and name:
+            out: Fields = {"name": name, "price": format_price(price)}
+            if currency:
+                out["currency"] = currency
+            return out
+    return {}
+
+
+def _struck(node: LexborNode) -> bool:
+    parent = node
+    for _ in range(3):
+        if parent is None:
+            return False
+        if parent.tag in ("del", "s", "strike"):
+            return True
+        parent = parent.parent
+    return False

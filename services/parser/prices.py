@@ -1,0 +1,311 @@
+"""Prices: machine and localized strings → ``Decimal``; currency codes and symbols → ISO 4217.
+
+A structured price (``"1299.00"``, ``1299``) is read as written. A localized string is read the
+way a shopper would: the last of ``.``/``,`` is the decimal separator when both appear
+(``1.299,00``, ``$1,049.99``); a lone separator followed by exactly three digits groups
+thousands (``1,049``, ``3.980``) unless the integer part is 0; spaces, apostrophes and narrow
+no-break spaces group thousands (``1 049,00 €``, ``CHF 1'299.–``).
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from services.parser.jsonld import resolve, types_of
+
+MAX_OFFERS = 500  # a page with thousands of offers is a catalog dump; the first ones decide
+Quote = tuple[Decimal, str | None]
+
+_MACHINE = re.compile(r"-?\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+|[ '’\u00a0\u202f\u2009]\d{3}(?!\d))*")
+_GROUP_CHARS = str.maketrans("", "", "'’\u00a0\u202f\u2009 ")
+
+ISO_CODES = frozenset(
+    [
+        "AED",
+        "ARS",
+        "AUD",
+        "BGN",
+        "BHD",
+        "BRL",
+        "CAD",
+        "CHF",
+        "CLP",
+        "CNY",
+        "COP",
+        "CZK",
+        "DKK",
+        "EGP",
+        "EUR",
+        "GBP",
+        "HKD",
+        "HUF",
+        "IDR",
+        "ILS",
+        "INR",
+        "ISK",
+        "JOD",
+        "JPY",
+        "KES",
+        "KRW",
+        "KWD",
+        "MAD",
+        "MXN",
+        "MYR",
+        "NGN",
+        "NOK",
+        "NZD",
+        "OMR",
+        "PEN",
+        "PHP",
+        "PKR",
+        "PLN",
+        "QAR",
+        "RON",
+        "RSD",
+        "RUB",
+        "SAR",
+        "SEK",
+        "SGD",
+        "THB",
+        "TRY",
+        "TWD",
+        "UAH",
+        "USD",
+        "VND",
+        "ZAR",
+    ]
+)
+# Longest first, so "US$" is tried before "$".
+_SYMBOLS: tuple[tuple[str, str], ...] = (
+    ("US$", "USD"),
+    ("CA$", "CAD"),
+    ("C$", "CAD"),
+    ("AU$", "AUD"),
+    ("A$", "AUD"),
+    ("NZ$", "NZD"),
+    ("HK$", "HKD"),
+    ("S$", "SGD"),
+    ("R$", "BRL"),
+    ("MX$", "MXN"),
+    ("€", "EUR"),
+    ("£", "GBP"),
+    ("¥", "JPY"),
+    ("￥", "JPY"),
+    ("円", "JPY"),
+    ("₹", "INR"),
+    ("₩", "KRW"),
+    ("₽", "RUB"),
+    ("₺", "TRY"),
+    ("₪", "ILS"),
+    ("₫", "VND"),
+    ("₱", "PHP"),
+    ("฿", "THB"),
+    ("zł", "PLN"),
+    ("Kč", "CZK"),
+    ("元", "CNY"),
+    ("$", "USD"),  # ambiguous; USD is the documented default for a lone "$"
+)
+_CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
+
+
+def parse_price(value: object) -> Decimal | None:
+    """A price from a structured value (number or string) or localized text; None if absent."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | Decimal):
+        try:
+            dec = Decimal(str(value))
+        except InvalidOperation:
+            return None
+        return dec if dec.is_finite() and dec >= 0 else None
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if not text:
+        return None
+    if _MACHINE.fullmatch(text):
+        dec = Decimal(text)
+        return dec if dec >= 0 else None
+    return _parse_localized(text)
+
+
+def _parse_localized(text: str) -> Decimal | None:
+    m = _NUMBER.search(text)
+    if not m:
+        return None
+    token = m.group(0).translate(_GROUP_CHARS)
+    last_dot, last_comma = token.rfind("."), token.rfind(",")
+    if last_dot >= 0 and last_comma >= 0:
+        dec_sep = "." if last_dot > last_comma else ","
+    elif last_dot >= 0 or last_comma >= 0:
+        sep = "." if last_dot >= 0 else ","
+        head, _, tail = token.rpartition(sep)
+        grouped = token.count(sep) > 1 or (len(tail) == 3 and head.lstrip("0") != "")
+        dec_sep = None if grouped else sep
+    else:
+        dec_sep = None
+    if dec_sep is None:
+        digits = token.replace(".", "").replace(",", "")
+    else:
+        whole, _, frac = token.rpartition(dec_sep)
+        digits = whole.replace(".", "").replace(",", "") + "." + frac
+    try:
+        return Decimal(digits)
+    except InvalidOperation:
+        return None
+
+
+def format_price(value: Decimal) -> str:
+    """A decimal string with at least two decimals: ``1299`` → ``"1299.00"``."""
+    value = value.normalize()
+    if value.as_tuple().exponent > -2:  # type: ignore[operator]
+        value = value.quantize(Decimal("0.01"))
+    return f"{value:f}"
+
+
+def normalize_currency(value: object) -> str | None:
+    """An ISO 4217 code from a ``priceCurrency``-like value (code or symbol)."""
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if len(text) == 3 and text.isalpha():
+        return text.upper()
+    return currency_in_text(text)
+
+
+def currency_in_text(text: str) -> str | None:
+    """The currency a price string names: an ISO code, else an unambiguous symbol."""
+    m = _CODE_IN_TEXT.search(text)
+    if m and m.group(1) in ISO_CODES:
+        return m.group(1)
+    for symbol, code in _SYMBOLS:
+        if symbol in text:
+            return code
+    return None
+
+
+def price_and_currency(value: object) -> tuple[Decimal | None, str | None]:
+    """Both the amount and the currency a single value carries (``"€ 12,50"``)."""
+    price = parse_price(value)
+    if not isinstance(value, str) or _MACHINE.fullmatch(value.strip()):
+        return price, None
+    return price, currency_in_text(value)
+
+
+# --- offers -------------------------------------------------------------------------------
+
+# Prices that are not what the customer pays now for the product itself.
+_NOT_SELLING = ("strikethrough", "listprice", "msrp", "srp", "invoice", "minimumadvertised")
+_NOT_MONEY = ("point", "pts", "credit", "coin", "mile", "voucher")
+_CHARGE_TYPES = {"deliverychargespecification", "paymentchargespecification"}
+
+
+def offer_quotes(offers: object, index: dict[str, dict[str, Any]]) -> list[Quote]:
+    """Every (price, currency) a product's ``offers`` carry, one per offer."""
+    quotes: list[Quote] = []
+    for offer in _as_list(offers)[:MAX_OFFERS]:
+        offer = resolve(offer, index)
+        if isinstance(offer, dict):
+            _offer_quote(offer, index, quotes, 0)
+    return quotes
+
+
+def lowest(quotes: list[Quote]) -> Quote | None:
+    """The lowest positive price, within the currency of the first priced offer."""
+    if not quotes:
+        return None
+    currency = next((c for _, c in quotes if c), None)
+    same = [q for q in quotes if q[1] in (currency, None)]
+    positive = [q for q in same if q[0] > 0] or same
+    price, _ = min(positive, key=lambda q: q[0])
+    return price, currency
+
+
+def _offer_quote(offer: dict[str, Any], index: dict, out: list[Quote], depth: int) -> None:
+    if depth > 4:
+        return
+    currency_raw = _first(offer.get("priceCurrency"))
+    if isinstance(currency_raw, str) and any(w in currency_raw.lower() for w in _NOT_MONEY):
+        return
+    currency = normalize_currency(currency_raw)
+    if "aggregateoffer" in types_of(offer):
+        raw = _first(offer.get("lowPrice"))
+        if raw is None:
+            raw = _first(offer.get("price"))
+        if raw is None:
+            for sub in _as_list(offer.get("offers"))[:MAX_OFFERS]:
+                sub = resolve(sub, index)
+                if isinstance(sub, dict):
+                    _offer_quote(sub, index, out, depth + 1)
+            return
+    else:
+        raw = _first(offer.get("price"))
+        if raw is None:
+            raw = _first(offer.get("lowPrice"))
+    price, text_currency = price_and_currency(raw)
+    if price is None:
+        spec = _spec_quote(offer.get("priceSpecification"), index, 0)
+        if spec is None:
+            return
+        price, text_currency = spec
+    out.append((price, currency or text_currency))
+
+
+def _spec_quote(specs: object, index: dict, depth: int) -> Quote | None:
+    """The selling price among ``priceSpecification`` entries: not list, unit or instalment."""
+    found: list[Quote] = []
+    for spec in _as_list(specs)[:MAX_OFFERS]:
+        spec = resolve(spec, index)
+        if not isinstance(spec, dict) or depth > 3:
+            continue
+        kinds = types_of(spec)
+        if kinds & _CHARGE_TYPES:
+            continue
+        if "compoundpricespecification" in kinds:
+            sub = _spec_quote(spec.get("priceComponent"), index, depth + 1)
+            if sub is not None:
+                found.append(sub)
+            continue
+        price_type = str(_first(spec.get("priceType")) or "").lower().replace(" ", "")
+        if any(word in price_type for word in _NOT_SELLING):
+            continue
+        if spec.get("priceComponentType") or spec.get("billingDuration"):
+            continue  # instalments, deposits, subscriptions
+        if _per_unit(spec.get("referenceQuantity"), index):
+            continue
+        price, text_currency = price_and_currency(_first(spec.get("price")))
+        if price is None:
+            price, text_currency = price_and_currency(_first(spec.get("minPrice")))
+        if price is None:
+            continue
+        currency_raw = _first(spec.get("priceCurrency"))
+        if isinstance(currency_raw, str) and any(w in currency_raw.lower() for w in _NOT_MONEY):
+            continue
+        found.append((price, normalize_currency(currency_raw) or text_currency))
+    return lowest(found)
+
+
+def _per_unit(quantity: object, index: dict) -> bool:
+    quantity = resolve(_first(quantity), index)
+    if not isinstance(quantity, dict):
+        return quantity is not None
+    value = parse_price(_first(quantity.get("value")))
+    unit = str(_first(quantity.get("unitCode")) or "").upper()
+    return not (value == 1 and unit in ("", "C62", "H87", "EA"))
+
+
+def _first(value: object) -> Any:
+    if isinstance(value, list):
+        return value[0] if value else None
+    if isinstance(value, dict) and "@value" in value:
+        return value["@value"]
+    return value
+
+
+def _as_list(value: object) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]

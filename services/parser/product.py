@@ -1,0 +1,302 @@
+"""The page's main product: which entity it is, its fields, and which source wins.
+
+Sources in order of trust: JSON-LD > microdata > RDFa > OpenGraph/``product:`` meta > visible
+HTML. The first source that names one main product decides the page is a product page and
+gives every field it has; each lower source then fills only the fields still missing, and
+only when it describes the same product (no clashing identifiers or names), so a related
+product's tile cannot leak its price in. Per-source CSS field rules override everything.
+
+"Main" means: a WebPage's ``mainEntity``; else the one top-level ``Product``/``ProductGroup``
+that is not a list member or a related/similar product (variants fold into their group);
+several of equal standing are a listing unless exactly one matches the page's URL.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+from services.parser.availability import best_availability, normalize_availability
+from services.parser.jsonld import Forest, resolve, types_of
+from services.parser.metatags import Fields
+from services.parser.prices import Quote, format_price, lowest, offer_quotes
+from shared.urls import canonicalize
+
+PRODUCT_TYPES = frozenset(
+    {"product", "productgroup", "individualproduct", "productmodel", "someproducts", "vehicle",
+     "car", "motorcycle"}
+)  # fmt: skip
+# A page whose structured data says it is one of these is not a product page.
+NOT_PRODUCT_PAGES = frozenset(
+    {"collectionpage", "searchresultspage", "faqpage", "qapage", "article", "newsarticle",
+     "blogposting", "blog", "itemlist", "offercatalog", "profilepage", "aboutpage",
+     "contactpage"}
+)  # fmt: skip
+# Properties that point at products which are not the page's subject.
+_NOT_MAIN = ("itemListElement", "item", "isRelatedTo", "isSimilarTo", "isAccessoryOrSparePartFor",
+             "isConsumableFor")  # fmt: skip
+_NOT_MAIN_FROM_CONTENT = ("about", "mentions", "itemReviewed")
+_GTIN_KEYS = ("gtin13", "gtin12", "gtin8", "gtin14", "gtin", "isbn")
+MAX_VARIANTS = 500
+
+
+@dataclass(slots=True, frozen=True)
+class Verdict:
+    kind: Literal["product", "none", "veto"]
+    node: dict[str, Any] | None = None
+
+
+NONE = Verdict("none")
+VETO = Verdict("veto")
+
+
+# --- which entity ---------------------------------------------------------------------------
+
+
+def select_main(forest: Forest, page_urls: set[str]) -> Verdict:
+    """The main product of one source's node forest, or why there is none."""
+    index = forest.index
+    roots = [r for r in (resolve(r, index) for r in forest.roots) if isinstance(r, dict)]
+    for root in roots:
+        kinds = types_of(root)
+        if not any(k.endswith("page") for k in kinds):
+            continue
+        main = resolve(_first(root.get("mainEntity")), index)
+        if isinstance(main, dict):
+            main_kinds = types_of(main)
+            if main_kinds & PRODUCT_TYPES:
+                return Verdict("product", main)
+            if main_kinds & NOT_PRODUCT_PAGES:
+                return VETO
+    candidates = [r for r in roots if types_of(r) & PRODUCT_TYPES]
+    if any(isinstance(c.get("@id"), str) for c in candidates):
+        excluded = _referenced_ids(roots, index)
+        candidates = [c for c in candidates if c.get("@id") not in excluded]
+    candidates = _fold_variants(candidates, index)
+    candidates = _dedupe(candidates)
+    if len(candidates) == 1:
+        return Verdict("product", candidates[0])
+    if len(candidates) > 1:
+        matching = [c for c in candidates if _node_urls(c) & page_urls]
+        return Verdict("product", matching[0]) if len(matching) == 1 else NONE
+    if forest.broken == 0 and any(types_of(r) & (NOT_PRODUCT_PAGES - {"itemlist"}) for r in roots):
+        return VETO
+    return NONE
+
+
+def _referenced_ids(roots: list[dict[str, Any]], index: dict) -> set[str]:
+    """``@id``s that list members, related products or the subjects of articles point at."""
+    out: set[str] = set()
+    stack: list[tuple[Any, int]] = [(r, 0) for r in roots]
+    while stack:
+        node, depth = stack.pop()
+        if depth > 32:
+            continue
+        if isinstance(node, list):
+            stack.extend((n, depth + 1) for n in node[:MAX_VARIANTS])
+            continue
+        if not isinstance(node, dict) or "breadcrumblist" in types_of(node):
+            continue  # a breadcrumb's last crumb is the product itself
+        is_page = any(k.endswith("page") for k in types_of(node))
+        props = _NOT_MAIN if is_page else _NOT_MAIN + _NOT_MAIN_FROM_CONTENT
+        for prop in props:
+            for ref in _as_list(node.get(prop)):
+                if isinstance(ref, dict):
+                    target = ref.get("item") if "listitem" in types_of(ref) else ref
+                    for t in (ref, target):
+                        if isinstance(t, dict) and isinstance(t.get("@id"), str):
+                            out.add(t["@id"])
+                        elif isinstance(t, str):
+                            out.add(t)
+        stack.extend((v, depth + 1) for v in node.values() if isinstance(v, dict | list))
+    return out
+
+
+def _fold_variants(candidates: list[dict[str, Any]], index: dict) -> list[dict[str, Any]]:
+    groups = [c for c in candidates if "productgroup" in types_of(c)]
+    if not groups:
+        return candidates
+    variant_ids: set[str] = set()
+    variant_objs: set[int] = set()
+    group_ids = {g.get("@id") for g in groups if isinstance(g.get("@id"), str)}
+    group_keys = {str(_first(g.get("productGroupID"))) for g in groups if g.get("productGroupID")}
+    for group in groups:
+        for variant in _as_list(group.get("hasVariant")):
+            variant_objs.add(id(variant))
+            if isinstance(variant, dict) and isinstance(variant.get("@id"), str):
+                variant_ids.add(variant["@id"])
+
+    def is_variant(node: dict[str, Any]) -> bool:
+        if node in groups:
+            return False
+        parent = _first(node.get("isVariantOf"))
+        parent_id = parent.get("@id") if isinstance(parent, dict) else parent
+        return (
+            id(node) in variant_objs
+            or node.get("@id") in variant_ids
+            or parent_id in group_ids
+            or (parent is not None and resolve(parent, index) in groups)
+            or str(_first(node.get("inProductGroupWithID"))) in group_keys
+        )
+
+    return [c for c in candidates if not is_variant(c)]
+
+
+def _dedupe(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One product emitted twice (a plugin and the theme) is still one product."""
+    seen: dict[tuple, dict[str, Any]] = {}
+    for node in candidates:
+        ident = _text(node.get("sku")) or _text(node.get("@id")) or _text(node.get("name"))
+        key = (ident, _text(node.get("url")))
+        if key not in seen or len(node) > len(seen[key]):
+            seen[key] = node
+    return list(seen.values())
+
+
+def _node_urls(node: dict[str, Any]) -> set[str]:
+    out = set()
+    for raw in (_first(node.get("url")), node.get("@id")):
+        if isinstance(raw, str) and raw.startswith("http"):
+            canon = canonicalize(raw)
+            if canon:
+                out.add(canon)
+    return out
+
+
+# --- merging sources -----------------------------------------------------------------------
+
+
+def merge(levels: list[Fields], *, decided: int) -> Fields:
+    """Fields of ``levels[decided]``, filled by lower levels that describe the same product."""
+    out = dict(levels[decided])
+    for lower in levels[decided + 1 :]:
+        if not lower or not same_product(out, lower):
+            continue
+        for key, value in lower.items():
+            out.setdefault(key, value)
+    return out
+
+
+def same_product(a: Fields, b: Fields) -> bool:
+    """The first identifier both carry agrees; without one, neither name contradicts the other."""
+    for key in ("gtin", "sku", "mpn"):
+        if key in a and key in b:
+            return a[key].lstrip("0").casefold() == b[key].lstrip("0").casefold()
+    name_a, name_b = a.get("name", "").casefold(), b.get("name", "").casefold()
+    return not (name_a and name_b) or name_a in name_b or name_b in name_a
+
+
+# --- fields of one entity ------------------------------------------------------------------
+
+
+def node_fields(node: dict[str, Any], index: dict) -> Fields:
+    """Product fields of one schema.org node (JSON-LD, microdata or RDFa)."""
+    out: Fields = {}
+    is_group = "productgroup" in types_of(node)
+    variants = [
+        v
+        for v in (resolve(v, index) for v in _as_list(node.get("hasVariant")))
+        if isinstance(v, dict)
+    ]
+    _put(out, "name", _text(node.get("name")))
+    sku = _ident(node.get("sku")) or _ident(node.get("productID"))
+    if is_group:
+        sku = _ident(node.get("productGroupID")) or sku
+    _put(out, "sku", sku)
+    _put(out, "gtin", next((g for g in (_ident(node.get(k)) for k in _GTIN_KEYS) if g), None))
+    _put(out, "mpn", _ident(node.get("mpn")))
+    _put(out, "brand", _brand(node.get("brand"), index))
+    _put(out, "url", _url(node.get("url"), index))
+    _put(out, "image", _image(node.get("image"), index))
+    quotes = offer_quotes(node.get("offers"), index)
+    states = _availabilities(node.get("offers"), index)
+    for variant in variants[:MAX_VARIANTS]:
+        quotes.extend(offer_quotes(variant.get("offers"), index))
+        states.extend(_availabilities(variant.get("offers"), index))
+    best: Quote | None = lowest(quotes)
+    if best is not None:
+        out["price"] = format_price(best[0])
+        _put(out, "currency", best[1])
+    _put(out, "availability", best_availability(states))
+    for variant in variants[:MAX_VARIANTS]:  # a group's shared facts may live on its variants
+        _put(out, "brand", out.get("brand") or _brand(variant.get("brand"), index))
+        _put(out, "image", out.get("image") or _image(variant.get("image"), index))
+    return out
+
+
+def _availabilities(offers: object, index: dict) -> list:
+    states = []
+    for offer in _as_list(offers)[:MAX_VARIANTS]:
+        offer = resolve(offer, index)
+        if not isinstance(offer, dict):
+            continue
+        states.append(normalize_availability(_first(offer.get("availability"))))
+        if "aggregateoffer" in types_of(offer):
+            states.extend(_availabilities(offer.get("offers"), index))
+    return states
+
+
+def _brand(value: object, index: dict) -> str | None:
+    value = resolve(_first(value), index)
+    if isinstance(value, dict):
+        return _text(value.get("name"))
+    text = _text(value)
+    return None if text is None or text.startswith(("http://", "https://")) else text
+
+
+def _image(value: object, index: dict) -> str | None:
+    value = resolve(_first(value), index)
+    if isinstance(value, dict):
+        value = _first(value.get("url")) or _first(value.get("contentUrl")) or value.get("@id")
+    return _text(value)
+
+
+def _url(value: object, index: dict) -> str | None:
+    value = resolve(_first(value), index)
+    if isinstance(value, dict):
+        value = value.get("@id") or _first(value.get("url"))
+    return _text(value)
+
+
+def _text(value: object) -> str | None:
+    value = _first(value)
+    if isinstance(value, dict):
+        value = value.get("@value")
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float | Decimal):
+        return _ident(value)
+    if not isinstance(value, str):
+        return None
+    if "&" in value:
+        value = html.unescape(value)
+    text = " ".join(value.split())
+    return text or None
+
+
+def _ident(value: object) -> str | None:
+    value = _first(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return _text(value) if isinstance(value, str) else None
+
+
+def _first(value: object) -> Any:
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
+
+
+def _as_list(value: object) -> list[Any]:
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def _put(out: Fields, key: str, value: str | None) -> None:
+    if value:
+        out[key] = value

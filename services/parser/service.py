@@ -1,0 +1,150 @@
+"""Parser: fetch results → stored payload → product + classified links → parse result."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from collections.abc import Coroutine
+from typing import Any
+
+import msgspec
+import nats.js.errors
+
+from schemas.messages import FetchResult, ParseResult
+from services.parser.formats import parse_payload
+from shared.bus import publish
+from shared.consumer import Consumer, Delivery
+from shared.errors import Retry
+from shared.payloads import JetStreamPayloadStore, PayloadNotFound
+from shared.provision import consumer_specs
+from shared.service import Runtime
+from shared.source_model import Source
+from shared.sources import source_from_dict
+
+log = logging.getLogger("trawl.parser")
+
+PARSEABLE = ("ok", "not_modified")
+
+
+class JobSourceCache:
+    """Job id → source definition, read from the KV bucket the scheduler fills at job start."""
+
+    def __init__(self, rt: Runtime, size: int = 256) -> None:
+        self.rt = rt
+        self._cache: OrderedDict[int, Source] = OrderedDict()
+        self._size = size
+        self._kv = None
+
+    async def get(self, job_id: int) -> Source:
+        hit = self._cache.get(job_id)
+        if hit is not None:
+            return hit
+        if self._kv is None:
+            self._kv = await self.rt.js.key_value(self.rt.names.sources_bucket)
+        try:
+            entry = await self._kv.get(f"job.{job_id}")
+        except nats.js.errors.KeyNotFoundError as exc:
+            raise Retry(f"source of job {job_id} not published yet", delay=1.0) from exc
+        source = source_from_dict(msgspec.json.decode(entry.value or b"{}"))
+        self._cache[job_id] = source
+        if len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return source
+
+
+class Parser:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.store = JetStreamPayloadStore(rt.js, rt.names)
+        self.sources = JobSourceCache(rt)
+        rt.stats.update({"parsed": 0, "products": 0, "parse_errors": 0})
+
+    async def on_fetched(self, d: Delivery[FetchResult]) -> None:
+        fetched = d.body
+        if fetched.outcome not in PARSEABLE:
+            return  # nothing to parse; the scheduler handles the outcome
+        source = await self.sources.get(fetched.job_id)
+        result = await self.parse(fetched, source)
+        await publish(
+            self.rt.js, self.rt.names.parsed, result, msg_id=f"parsed-{fetched.attempt_id}"
+        )
+
+    async def parse(self, fetched: FetchResult, source: Source) -> ParseResult:
+        base = {
+            "attempt_id": fetched.attempt_id,
+            "job_id": fetched.job_id,
+            "entry_id": fetched.entry_id,
+            "source": fetched.source,
+            "url": fetched.url,
+            "depth": fetched.depth,
+            "keyword": fetched.keyword,
+            "payload_ref": fetched.payload_ref,
+        }
+        not_modified = fetched.outcome == "not_modified"
+        # A 304 is parsed from the payload stored last time, so its links are still followed.
+        ref = fetched.previous_payload_ref if not_modified else fetched.payload_ref
+        if not ref:
+            return ParseResult(**base, not_modified=not_modified)
+        try:
+            body = await self.store.get(ref)
+        except PayloadNotFound as exc:
+            self.rt.stats["parse_errors"] += 1
+            return ParseResult(**base, not_modified=not_modified, error=str(exc))
+        content_type = fetched.content_type
+        if content_type and fetched.charset:
+            content_type = f"{content_type}; charset={fetched.charset}"
+        try:
+            page = parse_payload(
+                body,
+                fetched.final_url or fetched.url,
+                content_type=content_type,
+                source=source,
+                kind=fetched.kind,
+                request=fetched.request,
+                keyword=fetched.keyword,
+            )
+        except Exception as exc:
+            self.rt.stats["parse_errors"] += 1
+            log.warning(
+                "parse failed",
+                extra={"action": "parse_error", "url": fetched.url, "error": repr(exc)},
+            )
+            return ParseResult(**base, error=f"{type(exc).__name__}: {exc}")
+        self.rt.stats["parsed"] += 1
+        self.rt.stats["products"] += len(page.products) + (page.product is not None)
+        await asyncio.sleep(0)  # parsing is CPU-bound: let acks and fetches through
+        return ParseResult(
+            **base,
+            product=page.product,
+            products=list(page.products),
+            links=list(page.links),
+            not_modified=not_modified,
+            error=page.error,
+        )
+
+
+def _span_attrs(fetched: FetchResult) -> dict[str, Any]:
+    return {
+        "url.full": fetched.url,
+        "trawl.outcome": fetched.outcome,
+        "trawl.job_id": fetched.job_id,
+    }
+
+
+async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+    parser = Parser(rt)
+    spec = next(s for s in consumer_specs(rt.names) if s.service == "parser")
+    consumer = Consumer(
+        rt.js,
+        rt.names,
+        spec,
+        FetchResult,
+        parser.on_fetched,
+        stop=rt.stop,
+        concurrency=rt.settings.concurrency,
+        max_deliver=rt.settings.max_deliver,
+        span_attrs=_span_attrs,
+    )
+    rt.consumers.append(consumer)
+    return [consumer.run()]
