@@ -1,0 +1,158 @@
+"""Refresher: parse results → product upserts and snapshots; completed jobs → misses."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from schemas.messages import JobEvent, ParseResult
+from services.refresher.batcher import Batcher
+from services.refresher.misses import count_misses
+from services.refresher.products import Applied, apply_results
+from shared import names as n
+from shared.bus import publish
+from shared.consumer import Consumer, Delivery
+from shared.errors import Retry
+from shared.provision import consumer_specs
+from shared.service import Runtime
+from shared.sources import source_from_dict
+
+log = logging.getLogger("trawl.refresher")
+
+# How long a completion waits in-process for the job's last products before a redelivery.
+APPLY_WAIT = 20.0
+# Parse results in flight per process: the upper bound of one batch. Deliveries wait at most
+# BATCH_WAIT for companions, so a lone message is applied within a few milliseconds.
+PARSED_CONCURRENCY = 1000
+BATCH_SIZE = 500
+BATCH_WAIT = 0.005
+
+
+class Refresher:
+    def __init__(self, rt: Runtime) -> None:
+        assert rt.pool is not None
+        self.rt = rt
+        self.pool = rt.pool
+        rt.stats.update({"applied": 0, "duplicates": 0, "upserts": 0, "snapshots": 0, "batches": 0})
+        rt.stats["jobs_counted"] = 0
+        self.batcher: Batcher[ParseResult, Applied] = Batcher(
+            self.apply, max_size=BATCH_SIZE, max_wait=BATCH_WAIT, name="refresher-apply"
+        )
+
+    async def on_parsed_batch(self, deliveries: list[Delivery[ParseResult]]) -> None:
+        """A pulled batch in one transaction; the consumer acks it after the commit."""
+        await self.apply([d.body for d in deliveries])
+
+    async def on_parsed(self, d: Delivery[ParseResult]) -> None:
+        # Returns once the batch holding this result is committed; the consumer acks then.
+        await self.batcher.submit(d.body)
+
+    async def apply(self, results: Sequence[ParseResult]) -> Applied:
+        async with self.pool.acquire() as conn:
+            done = await apply_results(conn, results)
+        stats = self.rt.stats
+        stats["batches"] += 1
+        stats["applied"] += done.results
+        stats["duplicates"] += done.duplicates
+        stats["upserts"] += done.upserts
+        stats["snapshots"] += done.snapshots
+        return done
+
+    async def on_job_completed(self, d: Delivery[JobEvent]) -> None:
+        event = d.body
+        if event.event != "completed":
+            return
+        expected = event.counters.get("products", 0)
+        deadline = time.monotonic() + APPLY_WAIT
+        async with self.pool.acquire() as conn:
+            while True:
+                # Per entry and product: a page fetched twice (stale recovery) has two
+                # attempts applied, but the scheduler counts its products once.
+                applied = await conn.fetchval(
+                    "SELECT count(DISTINCT (split_part(attempt_id, '.', 1), product_key)) "
+                    "FROM applied_results WHERE job_id = $1 AND product_key IS NOT NULL",
+                    event.job_id,
+                )
+                if applied >= expected:
+                    break
+                if time.monotonic() > deadline:
+                    raise Retry(
+                        f"job {event.job_id}: {applied}/{expected} products applied", delay=5.0
+                    )
+                await asyncio.sleep(0.2)  # products are still arriving on the other consumer
+            definition = await conn.fetchval(
+                "SELECT definition FROM jobs WHERE id = $1", event.job_id
+            )
+            source = source_from_dict(definition)
+            async with conn.transaction():
+                report = await count_misses(conn, event.job_id, event.source, source)
+        self.rt.stats["jobs_counted"] += 1
+        counters = dict(event.counters)
+        counters.update(
+            {
+                "applied": applied,
+                "seen": report.seen,
+                "missed": report.missed,
+                "delisted": report.delisted,
+                "counted": int(report.counted),
+            }
+        )
+        refreshed = JobEvent(
+            job_id=event.job_id,
+            source=event.source,
+            event="refreshed",
+            status=event.status,
+            kind=event.kind,
+            counters=counters,
+            at=time.time(),
+        )
+        await publish(
+            self.rt.js,
+            self.rt.names.job_event(event.job_id, "refreshed"),
+            refreshed,
+            msg_id=f"job-{event.job_id}-refreshed",
+        )
+        log.info(
+            "job refreshed",
+            extra={
+                "action": "job_refreshed",
+                "job_id": event.job_id,
+                "counted": report.counted,
+                "reason": report.reason,
+                "missed": report.missed,
+                "delisted": report.delisted,
+            },
+        )
+
+
+async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+    refresher = Refresher(rt)
+    specs = {(s.service, s.stream_key): s for s in consumer_specs(rt.names)}
+    common = {"stop": rt.stop, "max_deliver": rt.settings.max_deliver}
+    consumers = [
+        Consumer(
+            rt.js,
+            rt.names,
+            specs[("refresher", n.PARSED)],
+            ParseResult,
+            refresher.on_parsed,
+            concurrency=PARSED_CONCURRENCY,
+            batch=BATCH_SIZE,
+            batch_handler=refresher.on_parsed_batch,
+            **common,
+        ),
+        Consumer(
+            rt.js,
+            rt.names,
+            specs[("refresher", n.EVENTS)],
+            JobEvent,
+            refresher.on_job_completed,
+            concurrency=4,
+            **common,
+        ),
+    ]
+    rt.consumers.extend(consumers)
+    return [c.run() for c in consumers]
