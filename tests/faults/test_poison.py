@@ -1,0 +1,156 @@
+"""Poison messages on the real subjects, handled by the real services: an undecodable body, a
+future version and a message whose handler always fails end in the DLQ after ``max_deliver``
+with their reason and original headers, the services keep consuming, and ``trawl dlq requeue``
+replays a letter once its cause is fixed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from schemas.messages import DeadLetter, FetchResult
+from shared import names as n
+from shared.bus import encode
+from shared.client import TrawlClient
+from tests.faults.messages import dispatched_entries, ok_result, product_page, save_shop
+from tests.support.stack import Stack, eventually
+
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(120)]
+
+MAX_DELIVER = 3
+ORIGIN = {"X-Origin": "poison-test"}
+
+
+async def _letters(client: TrawlClient) -> dict[int, tuple[DeadLetter, dict[str, str]]]:
+    assert client.nc is not None
+    js = client.nc.jetstream()
+    stream = client.names.stream(n.DLQ)
+    info = await js.stream_info(stream)
+    out = {}
+    for seq in range(info.state.first_seq, info.state.last_seq + 1):
+        try:
+            raw = await js.get_msg(stream, seq)
+        except Exception:  # deleted (requeued) letters leave holes
+            continue
+        out[seq] = (msgspec.json.decode(raw.data or b"", type=DeadLetter), dict(raw.headers or {}))
+    return out
+
+
+def _trawl(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """The real CLI, as an operator runs it."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("trawl")), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_poison_messages_are_dead_lettered_and_a_fixed_one_requeued(
+    env, settings, pool, tmp_path: Path
+) -> None:
+    env = {**env, "TRAWL_MAX_DELIVER": str(MAX_DELIVER)}
+    await save_shop(pool)
+    # The parser runs; no fetcher does, so the only fetch results are the ones made here.
+    async with (
+        Stack(env, tmp_path / "logs", scale="fetcher=0") as stack,
+        TrawlClient(settings) as client,
+    ):
+        assert client.nc is not None
+        names = client.names
+        js = client.nc.jetstream()
+        reply = await client.trigger("shop")
+        assert reply.job_id is not None, reply.error
+        job_id = reply.job_id
+        entry, other = await dispatched_entries(pool, job_id, 2)
+
+        # 1. Undecodable bytes (read by the scheduler and the refresher); 2. a future version
+        # of a fetch result (read by the scheduler and the parser); 3. a result for an entry
+        # that does not exist: the scheduler's handler fails on every delivery.
+        await js.publish(names.parsed, b"\xff{not json", headers=ORIGIN)
+        future = msgspec.json.decode(
+            encode(await ok_result(client.nc, names, job_id, other, b"<html></html>"))
+        )
+        await js.publish(names.fetched, json.dumps({**future, "v": 99}).encode(), headers=ORIGIN)
+        orphan = FetchResult(
+            attempt_id="999999999.1",
+            job_id=job_id,
+            entry_id=999999999,
+            source="shop",
+            url="http://127.0.0.2:9/p/nowhere",
+            outcome="gone",  # nothing to parse: only the scheduler handles it
+            status=404,
+        )
+        await js.publish(names.fetched, encode(orphan), headers=ORIGIN)
+
+        # 4. A good page whose job definition went missing from the sources bucket: the parser
+        # retries until max_deliver, then dead-letters it.
+        kv = await js.key_value(names.sources_bucket)
+        definition = (await kv.get(f"job.{job_id}")).value
+        await kv.delete(f"job.{job_id}")
+        good = await ok_result(
+            client.nc, names, job_id, entry, product_page("ANVIL-1", "Anvil", "49.90")
+        )
+        await js.publish(names.fetched, encode(good), headers=ORIGIN)
+
+        letters: dict[int, tuple[DeadLetter, dict[str, str]]] = {}
+
+        async def six_letters() -> bool:
+            nonlocal letters
+            letters = await _letters(client)
+            return len(letters) >= 6
+
+        await eventually(six_letters, timeout=60, what="six dead letters")
+        by_reason = sorted((letter.reason, letter.subject) for letter, _ in letters.values())
+        reasons = [r for r, _ in by_reason]
+        assert sum(r.startswith("malformed message") for r in reasons) == 2, by_reason
+        assert sum("unsupported message version v=99" in r for r in reasons) == 2, by_reason
+        failing = [r for r in reasons if r.startswith(f"gave up after {MAX_DELIVER} deliveries")]
+        assert len(failing) == 2, by_reason
+        assert any("ForeignKeyViolation" in r for r in failing), failing
+        assert any(f"source of job {job_id} not published yet" in r for r in failing), failing
+        for letter, headers in letters.values():
+            assert letter.headers.get("X-Origin") == "poison-test"  # the original headers
+            assert headers[n.DLQ_REASON]
+            assert letter.num_delivered in (1, MAX_DELIVER)
+
+        # Fix the cause, then replay the parser's letter with the CLI.
+        await kv.put(f"job.{job_id}", definition)
+        seq = next(s for s, (letter, _) in letters.items() if "not published yet" in letter.reason)
+        done = await asyncio.to_thread(_trawl, env, "dlq", "requeue", str(seq), "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)[0]["seq"] == seq
+
+        async def replayed() -> bool:
+            async with pool.acquire() as conn:
+                state = await conn.fetchval("SELECT state FROM entries WHERE id = $1", entry["id"])
+                product = await conn.fetchrow(
+                    "SELECT name, price::text FROM products WHERE source = 'shop' AND key = $1",
+                    "ANVIL-1",
+                )
+            return state == "done" and product is not None
+
+        await eventually(replayed, timeout=30, what="the requeued page to be parsed and applied")
+        async with pool.acquire() as conn:
+            product = await conn.fetchrow(
+                "SELECT name, price FROM products WHERE source = 'shop' AND key = 'ANVIL-1'"
+            )
+            links = await conn.fetchval(
+                "SELECT count(*) FROM entries WHERE job_id = $1 AND url LIKE '%anvil-1-related'",
+                job_id,
+            )
+        assert product["name"] == "Anvil" and str(product["price"]) == "49.90"
+        assert links == 1
+        remaining = await _letters(client)
+        assert seq not in remaining and len(remaining) == 5
+        # Every service kept running through all of it.
+        assert not any(c.restarts for c in stack.sup.children), stack.logs()
+        assert all(c.proc and c.proc.returncode is None for c in stack.sup.children)

@@ -1,0 +1,150 @@
+"""Provisioning, the consumer's message-fate policy and the payload store, on the real NATS."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import nats.js.errors
+import pytest
+
+from schemas.messages import Trigger
+from shared import names as n
+from shared.bus import encode
+from shared.consumer import Consumer, Delivery
+from shared.errors import Poison
+from shared.names import Names
+from shared.payloads import JetStreamPayloadStore, PayloadNotFound
+from shared.provision import consumer_specs, provision
+from tests.support.streams import dead_letters
+
+
+async def test_provisioning_is_idempotent_and_applies_changed_consumer_config(nc, namespace):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names, max_deliver=5)
+    before = {s.name: (await js.stream_info(s.name)).config for s in []}
+    await provision(js, names, max_deliver=5)  # twice: no error, nothing changes
+    spec = next(s for s in consumer_specs(names) if s.service == "parser")
+    info = await js.consumer_info(names.stream(spec.stream_key), spec.durable(names))
+    assert info.config.max_deliver == 6
+    assert info.config.filter_subject == names.fetched
+    await provision(js, names, max_deliver=9)
+    info = await js.consumer_info(names.stream(spec.stream_key), spec.durable(names))
+    assert info.config.max_deliver == 10
+    assert before == {}
+
+
+async def test_malformed_poison_and_failing_messages_end_in_the_dlq(nc, namespace):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names, max_deliver=3)
+    spec = next(s for s in consumer_specs(names) if s.stream_key == n.TRIGGER)
+    handled: list[str] = []
+
+    async def handler(d: Delivery[Trigger]) -> None:
+        if d.body.source == "poison":
+            raise Poison("source 'poison' can never work")
+        if d.body.source == "boom":
+            raise RuntimeError("always fails")
+        handled.append(d.body.source)
+
+    stop = asyncio.Event()
+    consumer = Consumer(js, names, spec, Trigger, handler, stop=stop, max_deliver=3)
+    # The trigger stream does not ack (see provisioning), so publish with core NATS.
+    for body in (
+        b"{not json",
+        encode(Trigger(source="poison")),
+        encode(Trigger(source="boom")),
+        encode(Trigger(source="fine")),
+    ):
+        await nc.publish(names.trigger, body, headers={"X-Origin": "test"})
+    await nc.flush()
+    task = asyncio.create_task(consumer.run())
+
+    async def context() -> str:
+        info = await js.consumer_info(consumer.stream, consumer.durable)
+        return (
+            f"handled={handled} errors={consumer.errors} dead={consumer.dead_lettered} "
+            f"ack_pending={info.num_ack_pending} redelivered={info.num_redelivered} "
+            f"pending={info.num_pending}"
+        )
+
+    try:
+        letters = await dead_letters(js, names, 3, context=context)
+    finally:
+        stop.set()
+        await task
+    reasons = sorted(letter.reason for letter, _ in letters)
+    assert any(r.startswith("malformed message") for r in reasons)
+    assert any("can never work" in r for r in reasons)
+    assert any(r.startswith("gave up after 3 deliveries") and "always fails" in r for r in reasons)
+    assert handled == ["fine"]
+    for letter, headers in letters:
+        assert letter.headers.get("X-Origin") == "test"  # the original headers are kept
+        assert headers[n.DLQ_REASON]
+
+
+async def test_payload_store_round_trip_dedup_and_large_bodies(nc, namespace):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names)
+    store = JetStreamPayloadStore(js, names)
+    page = b"<html>" + b"<p>same body</p>" * 2000 + b"</html>"
+    a = await store.put(page)
+    b = await store.put(page)
+    assert a.ref == b.ref and a.ref.startswith("js:")
+    assert a.stored_size < a.size
+    info = await js.stream_info(names.payload_stream)
+    assert info.state.messages == 1  # identical bodies are stored once
+    big = os.urandom(1_500_000)
+    stored = await store.put(big)
+    assert stored.ref.startswith("obj:")
+    assert await store.get(a.ref) == page
+    assert await store.get(stored.ref) == big
+    with pytest.raises(PayloadNotFound):
+        await store.get("js:" + "0" * 64)
+    assert issubclass(PayloadNotFound, Exception)
+    assert nats.js.errors.NotFoundError
+
+
+async def test_batch_mode_acks_a_batch_and_isolates_the_culprit(nc, namespace):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names, max_deliver=2)
+    spec = next(s for s in consumer_specs(names) if s.stream_key == n.TRIGGER)
+    batches: list[list[str]] = []
+    singles: list[str] = []
+
+    async def one(d: Delivery[Trigger]) -> None:
+        if d.body.source == "bad":
+            raise RuntimeError("bad row")
+        singles.append(d.body.source)
+
+    async def many(ds: list[Delivery[Trigger]]) -> None:
+        sources = [d.body.source for d in ds]
+        if "bad" in sources:
+            raise RuntimeError("a bad row in the batch")
+        batches.append(sources)
+
+    stop = asyncio.Event()
+    consumer = Consumer(
+        js, names, spec, Trigger, one, stop=stop, max_deliver=2, batch=50, batch_handler=many
+    )
+    for body in [encode(Trigger(source=f"s{i}")) for i in range(10)] + [b"not json"]:
+        await nc.publish(names.trigger, body)
+    await nc.publish(names.trigger, encode(Trigger(source="bad")))
+    await nc.flush()
+    task = asyncio.create_task(consumer.run())
+    try:
+        letters = await dead_letters(js, names, 2)
+    finally:
+        stop.set()
+        await task
+    reasons = sorted(letter.reason for letter, _ in letters)
+    assert reasons[0].startswith("gave up after 2 deliveries") and "bad row" in reasons[0]
+    assert reasons[1].startswith("malformed message")
+    handled = [s for b in batches for s in b] + singles
+    assert sorted(set(handled)) == sorted(f"s{i}" for i in range(10))
+    info = await js.consumer_info(names.stream(n.TRIGGER), spec.durable(names))
+    assert info.num_ack_pending == 0 and info.num_pending == 0

@@ -1,0 +1,88 @@
+"""Triggers against a real scheduler process: good ones start jobs exactly once, bad ones get a
+clear error reply and land in the DLQ with their reason, and the scheduler keeps running."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from schemas.messages import TriggerReply
+from services.scheduler.catalog import save_source
+from shared import names as n
+from shared.client import TrawlClient
+from shared.names import Names
+from shared.sources import source_from_dict
+from tests.support.stack import Stack, eventually
+from tests.support.streams import dead_letters
+
+pytestmark = pytest.mark.timeout(90)
+
+SOURCE = {"name": "shop", "seeds": ["http://127.0.0.2:9/c/a"], "allow_private": True}
+
+
+async def _request(client: TrawlClient, body: bytes) -> TriggerReply:
+    assert client.nc is not None
+    msg = await client.nc.request(client.names.trigger, body, timeout=10)
+    return msgspec.json.decode(msg.data, type=TriggerReply)
+
+
+async def test_triggers_good_and_bad(env, settings, pool, tmp_path: Path) -> None:
+    async with pool.acquire() as conn:
+        await save_source(conn, source_from_dict(SOURCE))
+    scale = "fetcher=0,parser=0,refresher=0"  # no crawling: only the trigger path is under test
+    async with Stack(env, tmp_path / "logs", scale=scale), TrawlClient(settings) as client:
+        bad_json = await _request(client, b'{"source": ')
+        unknown = await _request(client, b'{"source": "nope"}')
+        no_seed = await _request(client, b'{"source": "shop", "seeds": ["javascript:alert(1)"]}')
+        assert bad_json.error and bad_json.error.startswith("malformed trigger")
+        assert unknown.error and "unknown source 'nope'" in unknown.error
+        assert no_seed.error and "no usable seed" in no_seed.error
+
+        # The scheduler is still serving: a minimal trigger answers with a job id ...
+        good = await _request(client, b'{"source": "shop"}')
+        assert good.error is None and good.job_id is not None
+        # ... and the same trigger again joins the running job instead of starting another.
+        again = await client.trigger("shop")
+        assert again.job_id == good.job_id and again.existing
+
+        # The stream copies of the bad triggers are dead-lettered with their reasons.
+        js = client.nc.jetstream()  # type: ignore[union-attr]
+        names = Names(settings.namespace)
+        letters = [
+            letter
+            for letter, _ in await dead_letters(js, names, 3, stream_key=n.TRIGGER, timeout=30)
+        ]
+        reasons = sorted(letter.reason for letter in letters)
+        assert any(r.startswith("malformed message") for r in reasons), reasons
+        assert any("unknown source 'nope'" in r for r in reasons), reasons
+        assert any("no usable seed" in r for r in reasons), reasons
+        assert all(letter.stream == n.TRIGGER for letter in letters)
+
+    # Request path and stream path saw every good trigger; each started or joined one job.
+    async with pool.acquire() as conn:
+        jobs = await conn.fetchval("SELECT count(*) FROM jobs WHERE source = 'shop'")
+    assert jobs == 1
+
+
+async def test_a_published_trigger_is_kept_until_a_scheduler_runs(
+    env, settings, pool, tmp_path: Path
+) -> None:
+    async with pool.acquire() as conn:
+        await save_source(conn, source_from_dict(SOURCE))
+    async with TrawlClient(settings) as client:
+        from shared.provision import provision
+
+        await provision(client.nc.jetstream(), client.names)  # type: ignore[union-attr]
+        reply = await client.trigger("shop")  # nobody answers: queued in the stream
+        assert reply.job_id is None and "queued" in (reply.error or "")
+
+    scale = "fetcher=0,parser=0,refresher=0"
+    async with Stack(env, tmp_path / "logs", scale=scale):
+
+        async def job_started() -> bool:
+            async with pool.acquire() as conn:
+                return bool(await conn.fetchval("SELECT count(*) FROM jobs"))
+
+        await eventually(job_started, timeout=30, what="the queued trigger to start a job")

@@ -1,0 +1,118 @@
+"""Browser identities: consistent, deterministic, rotated on a new generation."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import msgspec
+import pytest
+
+from services.fetcher.identity import PROFILES, Identity, accept_language, identity_for
+
+PLATFORMS = {"Windows NT": '"Windows"', "Macintosh": '"macOS"', "X11; Linux": '"Linux"'}
+NAVIGATION = {
+    "Sec-Fetch-Dest": "document",
+    "Sec-Fetch-Mode": "navigate",
+    "Sec-Fetch-Site": "none",
+    "Sec-Fetch-User": "?1",
+    "Upgrade-Insecure-Requests": "1",
+}
+
+
+def every_identity() -> list[Identity]:
+    """One session key per profile is enough to meet them all through rotation."""
+    return [identity_for("s", generation=g) for g in range(len(PROFILES))]
+
+
+def test_there_are_enough_distinct_profiles() -> None:
+    ids = {identity.id for identity in every_identity()}
+    assert len(ids) == len(PROFILES) >= 6
+    assert {"chrome131-win", "edge131-win", "firefox133-win", "safari18-mac"} <= ids
+
+
+@pytest.mark.parametrize("identity", every_identity(), ids=lambda i: i.id)
+def test_profile_is_internally_consistent(identity: Identity) -> None:
+    headers = identity.headers
+    ua = headers["User-Agent"]
+    assert headers["Accept-Encoding"] == "gzip, deflate"
+    assert headers["Accept-Language"] == "en-US,en;q=0.9"
+    assert headers["Accept"].startswith("text/html,application/xhtml+xml")
+    for name, value in NAVIGATION.items():
+        assert headers[name] == value
+    chromium = "Chrome/" in ua
+    if chromium:
+        # Brand list, platform and version agree with the UA.
+        major = re.search(r"Chrome/(\d+)", ua)
+        assert major is not None
+        assert f'"Chromium";v="{major[1]}"' in headers["sec-ch-ua"]
+        assert ("Edg/" in ua) == ("Microsoft Edge" in headers["sec-ch-ua"])
+        assert headers["sec-ch-ua-mobile"] == "?0"
+        (platform,) = [p for marker, p in PLATFORMS.items() if marker in ua]
+        assert headers["sec-ch-ua-platform"] == platform
+        # Chromium's order: client hints first, Accept-Language last.
+        names = list(headers)
+        assert names[:3] == ["sec-ch-ua", "sec-ch-ua-mobile", "sec-ch-ua-platform"]
+        assert names[-1] == "Accept-Language"
+    else:
+        # Firefox and Safari send no client hints at all.
+        assert not [name for name in headers if name.lower().startswith("sec-ch-ua")]
+    if "Firefox/" in ua:
+        assert next(iter(headers)) == "User-Agent"
+        assert "Gecko/20100101" in ua
+
+
+def test_deterministic() -> None:
+    first = identity_for("shop.example#session-7", generation=2, locale="de-DE")
+    again = identity_for("shop.example#session-7", generation=2, locale="de-DE")
+    assert first == again
+    assert list(first.headers) == list(again.headers)
+    # Sessions spread over the profiles rather than all starting on the same one.
+    starts = {identity_for(f"session-{n}").id for n in range(50)}
+    assert len(starts) >= 4
+
+
+def test_new_generation_rotates_profile() -> None:
+    for key in ("a", "b", "shop.example#1"):
+        seen = [identity_for(key, generation=g).id for g in range(3 * len(PROFILES))]
+        assert all(x != y for x, y in itertools.pairwise(seen))
+        # Every profile is used before any comes back.
+        assert len(set(seen[: len(PROFILES)])) == len(PROFILES)
+
+
+@pytest.mark.parametrize(
+    ("locale", "expected"),
+    [
+        ("en-US", "en-US,en;q=0.9"),
+        ("en-GB", "en-GB,en;q=0.9"),
+        ("de-DE", "de-DE,de;q=0.9,en;q=0.8"),
+        ("fr_CA", "fr-CA,fr;q=0.9,en;q=0.8"),
+        ("nl", "nl,en;q=0.9"),
+        ("", "en-US,en;q=0.9"),
+    ],
+)
+def test_accept_language_follows_locale(locale: str, expected: str) -> None:
+    assert accept_language(locale) == expected
+    if locale:
+        assert identity_for("s", locale=locale).headers["Accept-Language"] == expected
+
+
+def test_pinned_user_agent_never_contradicted() -> None:
+    bot = identity_for("s", user_agent="AcmeBot/2.1 (+https://acme.example/bot)")
+    assert bot.headers["User-Agent"] == "AcmeBot/2.1 (+https://acme.example/bot)"
+    assert bot.id.startswith("pinned-")
+    chrome_ua = (
+        "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
+        "(KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36"
+    )
+    pinned = identity_for("s", generation=3, user_agent=chrome_ua, locale="de-DE")
+    assert pinned.headers["User-Agent"] == chrome_ua
+    assert not [name for name in pinned.headers if name.lower().startswith("sec-ch-ua")]
+    assert pinned.headers["Accept-Language"] == "de-DE,de;q=0.9,en;q=0.8"
+    # The pin is stable across generations: the source chose it.
+    assert identity_for("s", generation=4, user_agent=chrome_ua, locale="de-DE") == pinned
+
+
+def test_identity_round_trips_as_json() -> None:
+    identity = identity_for("s")
+    assert msgspec.json.decode(msgspec.json.encode(identity), type=Identity) == identity

@@ -1,0 +1,114 @@
+"""The extraction corpus: every page's product fields and link sets, with precision/recall.
+
+Each ``corpus/<name>.html`` (raw bytes, any encoding) has a ``<name>.json``: the fetched
+``url``, optional ``content_type`` and ``source``, the expected ``product`` (fields not listed
+are null; ``null`` = not a product page) and, for listings, the expected ``pagination`` and
+``product`` link sets. Run with ``-s`` to see the per-field scores.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from schemas.messages import Product
+from services.parser.page import parse_page
+from shared.source_model import Source
+
+CORPUS = Path(__file__).parent / "corpus"
+# Named price lists and attributes come from API mappings, never from HTML pages.
+FIELDS = tuple(f for f in Product.__struct_fields__ if f not in ("prices", "attributes"))
+CASES = sorted(p.stem for p in CORPUS.glob("*.json"))
+
+
+@dataclass
+class Score:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+    misses: list[str] = field(default_factory=list)
+
+    def add(self, case: str, expected: object, got: object) -> None:
+        if expected is not None and got == expected:
+            self.tp += 1
+            return
+        if got is not None:
+            self.fp += 1
+        if expected is not None:
+            self.fn += 1
+        if got != expected:
+            self.misses.append(f"{case}: expected {expected!r}, got {got!r}")
+
+    def line(self, name: str) -> str:
+        p = self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+        r = self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+        counts = f"tp={self.tp} fp={self.fp} fn={self.fn}"
+        return f"{name:<14} precision {p:6.1%}  recall {r:6.1%}  ({counts})"
+
+
+def _run(case: str) -> tuple[dict, object]:
+    spec = json.loads((CORPUS / f"{case}.json").read_text())
+    source = msgspec.convert(spec["source"], Source) if spec.get("source") else None
+    body = (CORPUS / f"{case}.html").read_bytes()
+    return spec, parse_page(body, spec["url"], content_type=spec.get("content_type"), source=source)
+
+
+def test_corpus_size() -> None:
+    specs = [json.loads((CORPUS / f"{c}.json").read_text()) for c in CASES]
+    assert sum("links" not in s for s in specs) >= 40
+    assert sum("links" in s for s in specs) >= 10
+
+
+def test_corpus_scores() -> None:
+    scores = {name: Score() for name in ("is_product", *FIELDS, "pagination", "product_link")}
+    for case in CASES:
+        spec, parsed = _run(case)
+        expected = spec["product"]
+        got = msgspec.to_builtins(parsed.product) if parsed.product else None
+        if "links" not in spec or expected is not None or got is not None:
+            scores["is_product"].add(case, expected is not None or None, got is not None or None)
+        if expected is not None or got is not None:
+            for name in FIELDS:
+                scores[name].add(
+                    case,
+                    (expected or {}).get(name),
+                    (got or {}).get(name) if expected is not None else None,
+                )
+        if "links" in spec:
+            for kind, score_name in (("pagination", "pagination"), ("product", "product_link")):
+                want = set(spec["links"].get(kind, []))
+                have = {link.url for link in parsed.links if link.kind == kind}
+                score = scores[score_name]
+                score.tp += len(want & have)
+                score.fp += len(have - want)
+                score.fn += len(want - have)
+                for url in sorted(want ^ have):
+                    side = "missing" if url in want else "unexpected"
+                    score.misses.append(f"{case}: {side} {kind} {url}")
+    print(f"\nparser corpus: {len(CASES)} pages")
+    for name, score in scores.items():
+        print(score.line(name))
+    misses = [m for s in scores.values() for m in s.misses]
+    for miss in misses:
+        print("  MISS", miss)
+    assert not misses
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_corpus_page(case: str) -> None:
+    spec, parsed = _run(case)
+    expected = spec["product"]
+    if expected is None:
+        assert parsed.product is None
+    else:
+        want = {name: expected.get(name) for name in FIELDS}
+        got = msgspec.to_builtins(parsed.product)
+        assert {name: got.get(name) for name in FIELDS} == want
+    if "links" in spec:
+        for kind in ("pagination", "product"):
+            have = {link.url for link in parsed.links if link.kind == kind}
+            assert have == set(spec["links"].get(kind, [])), kind

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from services.parser.decode import charset_from_content_type, decode_html, normalize_charset
+
+TEXT = "<html><body><h1>Café crème brûlée – “spécial” für Größe</h1></body></html>"
+JA = "<html><body><h1>高品質なコーヒーメーカー</h1><p>毎朝おいしいコーヒーを。</p></body></html>"
+
+
+def test_http_charset_wins() -> None:
+    assert decode_html(TEXT.encode("cp1252"), "text/html; charset=windows-1252") == TEXT
+
+
+def test_meta_charset() -> None:
+    body = b'<meta charset="windows-1252">' + TEXT.encode("cp1252")
+    assert "Café crème" in decode_html(body)
+
+
+def test_latin1_label_means_windows_1252() -> None:
+    assert normalize_charset("ISO-8859-1") == "cp1252"
+    assert normalize_charset("Shift_JIS") == "cp932"
+    assert normalize_charset("nonsense") is None
+    assert charset_from_content_type('text/html; charset="UTF-8"') == "utf-8"
+
+
+def test_utf8_with_wrong_declaration() -> None:
+    assert decode_html(TEXT.encode("utf-8"), "text/html; charset=iso-8859-1") == TEXT
+
+
+def test_declared_utf8_that_is_not() -> None:
+    assert decode_html(TEXT.encode("cp1252"), "text/html; charset=utf-8") == TEXT
+
+
+def test_undeclared_windows_1252_and_shift_jis() -> None:
+    assert decode_html(TEXT.encode("cp1252")) == TEXT
+    assert decode_html(JA.encode("shift_jis")) == JA
+
+
+def test_bom_beats_header() -> None:
+    assert decode_html(b"\xef\xbb\xbf" + TEXT.encode("utf-8"), "text/html; charset=cp1252") == TEXT
+    assert decode_html("\ufeffhé".encode("utf-16-le")) == "hé"
+
+
+def test_empty_and_ascii() -> None:
+    assert decode_html(b"") == ""
+    assert decode_html(b"<p>plain</p>", "text/html; charset=bogus") == "<p>plain</p>"

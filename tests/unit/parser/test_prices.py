@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from services.parser.prices import (
+    format_price,
+    lowest,
+    normalize_currency,
+    offer_quotes,
+    parse_price,
+    price_and_currency,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "price", "currency"),
+    [
+        ("1.299,00", "1299.00", None),
+        ("$1,049.99", "1049.99", "USD"),
+        ("1 049,00 €", "1049.00", "EUR"),
+        ("1\u202f049,00\u00a0€", "1049.00", "EUR"),
+        ("¥3,980", "3980.00", "JPY"),
+        ("29,90", "29.90", None),
+        ("£12", "12.00", "GBP"),
+        ("₹ 2,499", "2499.00", "INR"),
+        ("CHF 1'299.–", "1299.00", "CHF"),
+        ("USD 19.99", "19.99", "USD"),
+        ("12.345.678", "12345678.00", None),
+        ("0.125", "0.125", None),
+        ("19.990", "19.99", None),
+        ("From $19.99 - $29.99", "19.99", "USD"),
+    ],
+)
+def test_localized_prices(text: str, price: str, currency: str | None) -> None:
+    got, cur = price_and_currency(text)
+    assert got is not None and format_price(got) == price
+    assert cur == currency
+
+
+@pytest.mark.parametrize("value", [None, "", "Free", "call us", True, -5, "-3.00", float("nan")])
+def test_no_price(value: object) -> None:
+    assert parse_price(value) is None
+
+
+def test_structured_numbers_are_read_as_written() -> None:
+    assert format_price(parse_price(1299)) == "1299.00"  # type: ignore[arg-type]
+    assert format_price(parse_price(19.99)) == "19.99"  # type: ignore[arg-type]
+    assert format_price(parse_price("1299.00")) == "1299.00"  # type: ignore[arg-type]
+
+
+def test_currency_codes_and_symbols() -> None:
+    assert normalize_currency("eur") == "EUR"
+    assert normalize_currency("€") == "EUR"
+    assert normalize_currency("$") == "USD"
+    assert normalize_currency(None) is None
+
+
+def test_offers_lowest_and_specifications() -> None:
+    offers = [
+        {"@type": "Offer", "price": "20.00", "priceCurrency": "EUR"},
+        {"@type": "AggregateOffer", "lowPrice": 15, "highPrice": 30, "priceCurrency": "EUR"},
+        {
+            "@type": "Offer",
+            "priceSpecification": [
+                {"@type": "UnitPriceSpecification", "priceType": "ListPrice", "price": 9},
+                {"@type": "DeliveryChargeSpecification", "price": 1},
+                {"@type": "UnitPriceSpecification", "price": 17, "priceCurrency": "EUR"},
+            ],
+        },
+        {"@type": "Offer", "price": 1, "priceCurrency": "points"},
+    ]
+    assert lowest(offer_quotes(offers, {})) == (Decimal("15"), "EUR")
