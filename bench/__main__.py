@@ -1,0 +1,37 @@
+"""``make bench`` / ``python -m bench``: run every benchmark and print its figures.
+
+Each benchmark is its own module, runnable alone with its own options
+(``python -m bench.dispatch_bench --help``); this runs them with moderate defaults.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+BENCHMARKS: list[tuple[str, list[str]]] = [
+    ("bench.parser_bench", []),
+    ("bench.parser_service_bench", []),
+    ("bench.refresher_bench", []),
+    ("bench.fetcher_bench", []),
+    ("bench.dispatch_bench", []),
+    ("bench.e2e_bench", ["--products", "5000"]),
+]
+
+
+def main() -> None:
+    only = set(sys.argv[1:])
+    failed = []
+    for module, args in BENCHMARKS:
+        if only and module.split(".")[-1] not in only:
+            continue
+        print(f"\n== {module} ==", flush=True)
+        if subprocess.call([sys.executable, "-m", module, *args]) != 0:
+            failed.append(module)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

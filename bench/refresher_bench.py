@@ -1,0 +1,148 @@
+"""Refresher throughput: ``python -m bench.refresher_bench [--products N] [--no-service]``.
+
+Prints product upserts per second
+
+1. through the batch apply alone (``apply_results`` on one connection, as the service's single
+   flusher runs it): a first sighting of every product (insert + snapshot), a round with 15 %
+   price changes, and an unchanged round;
+2. end to end through the service: parse results preloaded on ``<ns>.parsed``, the refresher's
+   consumer + batcher running in this process, timed until every result is applied.
+
+It works in a scratch database and namespace (both removed afterwards) on the local Postgres
+and NATS (``DATABASE_URL``'s server, ``NATS_URL``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import time
+import uuid
+
+import asyncpg
+
+from schemas.messages import ParseResult, Product
+from services.refresher.products import apply_results
+
+PG = os.environ.get("DATABASE_URL", "postgresql://root@127.0.0.1:5432/trawl").rsplit("/", 1)[0]
+NATS = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
+
+
+def results(n: int, job_id: int, prices: list[str], run: str) -> list[ParseResult]:
+    return [
+        ParseResult(
+            attempt_id=f"{run}-{job_id}-{i}",
+            job_id=job_id,
+            entry_id=i,
+            source="bench",
+            url=f"https://shop.example.com/p/{i}",
+            product=Product(
+                key=f"SKU-{i:07d}",
+                sku=f"SKU-{i:07d}",
+                name=f"Product {i}",
+                brand="Bench",
+                price=prices[i],
+                currency="EUR",
+                availability="in_stock",
+                url=f"https://shop.example.com/p/{i}",
+                image=f"https://shop.example.com/i/{i}.jpg",
+            ),
+        )
+        for i in range(n)
+    ]
+
+
+async def bench_apply(dsn: str, n: int, batch: int) -> None:
+    rng = random.Random(1)
+    prices = [f"{rng.randint(1, 999)}.99" for _ in range(n)]
+    from shared.db import connect
+
+    conn = await connect(dsn)  # the services' codecs: jsonb columns take Python objects
+    try:
+        for job_id, label, share in ((1, "new", 0.0), (2, "15% repriced", 0.15), (3, "same", 0)):
+            for i in rng.sample(range(n), int(n * share)):
+                prices[i] = f"{rng.randint(1, 999)}.49"
+            rows = results(n, job_id, prices, "apply")
+            started = time.perf_counter()
+            snapshots = 0
+            for i in range(0, n, batch):
+                snapshots += (await apply_results(conn, rows[i : i + batch])).snapshots
+            took = time.perf_counter() - started
+            print(
+                f"apply  {label:13} {n:7} upserts in {took:6.2f} s = {n / took:8,.0f} upserts/s "
+                f"({snapshots} snapshots, batch {batch})"
+            )
+    finally:
+        await conn.close()
+
+
+async def bench_service(dsn: str, n: int) -> None:
+    from services.refresher.service import start
+    from shared.bus import connect, publish_many
+    from shared.db import open_pool
+    from shared.names import Names
+    from shared.provision import provision, teardown
+    from shared.service import Runtime
+    from shared.settings import Settings
+
+    ns = f"bench{uuid.uuid4().hex[:8]}"
+    settings = Settings.from_env({"NATS_URL": NATS, "DATABASE_URL": dsn, "TRAWL_NAMESPACE": ns})
+    names = Names(ns)
+    nc = await connect(NATS, name="refresher-bench", attempts=3)
+    js = nc.jetstream(timeout=10)
+    pool = await open_pool(dsn, min_size=2, max_size=4, attempts=3)
+    try:
+        await provision(js, names)
+        rows = results(n, 10, [f"{i % 500}.95" for i in range(n)], "service")
+        started = time.perf_counter()
+        await publish_many(js, [(names.parsed, r, None, None) for r in rows])
+        took = time.perf_counter() - started
+        print(f"service: {n} parse results published in {took:.2f} s ({n / took:,.0f}/s)")
+        stop = asyncio.Event()
+        rt = Runtime("refresher", settings, names, nc, js, pool, stop)
+        started = time.perf_counter()
+        tasks = [asyncio.create_task(c) for c in await start(rt)]
+        while rt.stats["applied"] < n:
+            if any(t.done() for t in tasks):
+                raise SystemExit("the refresher stopped early")
+            await asyncio.sleep(0.02)  # a benchmark's progress probe
+        took = time.perf_counter() - started
+        print(
+            f"service end to end {n:7} upserts in {took:6.2f} s = {n / took:8,.0f} upserts/s "
+            f"({rt.stats['batches']} batches, mean {n / rt.stats['batches']:.0f})"
+        )
+        stop.set()
+        await asyncio.gather(*tasks)
+    finally:
+        await teardown(js, names)
+        await pool.close()
+        await nc.close()
+
+
+async def main() -> None:
+    from migrations.runner import migrate
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--products", type=int, default=20_000)
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--no-service", action="store_true", help="skip the end-to-end run")
+    args = ap.parse_args()
+    name = f"trawl_bench_{uuid.uuid4().hex[:8]}"
+    dsn = f"{PG}/{name}"
+    await migrate(dsn)
+    try:
+        await bench_apply(dsn, args.products, args.batch)
+        if not args.no_service:
+            await bench_service(dsn, args.products)
+    finally:
+        conn = await asyncpg.connect(f"{PG}/postgres")
+        try:
+            await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        finally:
+            await conn.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
