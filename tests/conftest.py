@@ -22,6 +22,8 @@ for _name in (*ENV_DEFAULTS, *OTEL_VARS, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
 NATS_URL = "nats://127.0.0.1:4222"
 PG_ADMIN = "postgresql://root@127.0.0.1:5432/postgres"
 ROOT = Path(__file__).resolve().parent.parent
+# Debugging a failure: TRAWL_TEST_KEEP=1 keeps each test's database and NATS namespace.
+KEEP = os.environ.get("TRAWL_TEST_KEEP") == "1"
 
 
 def _dsn(db: str) -> str:
@@ -65,6 +67,9 @@ async def database_url(template_db: str) -> AsyncIterator[str]:
     finally:
         await conn.close()
     yield _dsn(name)
+    if KEEP:
+        print(f"kept database {name}")
+        return
     conn = await asyncpg.connect(PG_ADMIN)
     try:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -80,6 +85,9 @@ async def namespace() -> AsyncIterator[str]:
 
     ns = f"t{uuid.uuid4().hex[:12]}"
     yield ns
+    if KEEP:
+        print(f"kept namespace {ns}")
+        return
     nc = await connect(NATS_URL, name="test-teardown", attempts=3)
     try:
         await teardown(nc.jetstream(), Names(ns))
