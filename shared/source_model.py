@@ -35,7 +35,8 @@ class Links(_Model):
     product: LinkRule | None = None
     pagination: LinkRule | None = None
     deny: list[str] = []
-    max_depth: int = 10
+    max_depth: int = 10  # link hops from a seed; pagination links do not add depth
+    max_pagination: int = 1000  # consecutive pagination links (a listing's pages; traps)
 
 
 class FieldRule(_Model):

@@ -557,6 +557,8 @@ def _links(s: Source) -> Iterator[_Problem]:
         yield from _regex(("links", "deny", i), pattern)
     if s.links.max_depth < 0:
         yield _Problem(("links", "max_depth"), "must be ≥ 0")
+    if s.links.max_pagination < 1:
+        yield _Problem(("links", "max_pagination"), "must be ≥ 1")
 
 
 # "prices.<list>" and "attributes.<name>" map named price lists and attributes.

@@ -26,19 +26,20 @@ class Candidate:
     keyword: str | None = None
     request: ApiRequest | None = None  # an API page: what to send (several may share a URL)
     lastmod: str | None = None  # from a sitemap: not fetched when our copy is at least as new
+    pagination_hops: int = 0  # consecutive pagination links that led here (see max_pagination)
 
 
 _ADMIT = """
 INSERT INTO entries (job_id, url, domain, kind, depth, keyword, priority, rank, traceparent,
-                     request, request_key, state, last_outcome)
+                     request, request_key, state, last_outcome, pagination_hops)
 SELECT $1, u.url, u.domain, u.kind, u.depth, u.keyword, u.priority,
        u.priority - 10 * floor(coalesce($8::float8, extract(epoch FROM now())) / 60) / 60, $9,
        u.request::jsonb, u.request_key,
        CASE WHEN u.unchanged THEN 'done' ELSE 'pending' END,
-       CASE WHEN u.unchanged THEN 'not_modified' END
+       CASE WHEN u.unchanged THEN 'not_modified' END, u.hops
 FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::int[], $10::text[],
-            $11::text[], $12::boolean[])
-     AS u(url, domain, kind, depth, keyword, priority, request, request_key, unchanged)
+            $11::text[], $12::boolean[], $13::int[])
+     AS u(url, domain, kind, depth, keyword, priority, request, request_key, unchanged, hops)
 -- A stable lock order: concurrent admits of overlapping URLs cannot deadlock.
 ORDER BY u.url, u.request_key
 ON CONFLICT (job_id, url, request_key) DO NOTHING
@@ -69,12 +70,16 @@ class Admission:
         self.allowed = {d.lower() for d in allowed_domains}
         self.deny = [re.compile(p) for p in source.links.deny]
         self.max_depth = source.links.max_depth
+        self.max_pagination = source.links.max_pagination
 
-    def accept(self, url: str, depth: int, *, api: bool = False) -> str | None:
+    def accept(self, url: str, depth: int, *, api: bool = False, hops: int = 0) -> str | None:
         """The canonical URL when it may enter the job, else None. API pages are exempt from
-        ``max_depth`` (a listing is as deep as it has pages; ``max_pages`` bounds it)."""
+        ``max_depth`` (a listing is as deep as it has pages; ``max_pages`` bounds it); a run of
+        pagination links is bounded by ``max_pagination`` instead."""
         canon = canonicalize(url)
         if canon is None or (depth > self.max_depth and not api):
+            return None
+        if hops > self.max_pagination and not api:
             return None
         if self.allowed and host_of(canon).lower() not in self.allowed:
             return None
@@ -97,9 +102,9 @@ class Admission:
 
         ``now`` (epoch seconds) is the enqueue time for aging; the database clock by default.
         """
-        rows: dict[tuple[str, str], tuple[str, str, int, str | None, int, str | None]] = {}
+        rows: dict[tuple[str, str], tuple[str, str, int, str | None, int, str | None, int]] = {}
         for c in candidates:
-            canon = self.accept(c.url, c.depth, api=c.request is not None)
+            canon = self.accept(c.url, c.depth, api=c.request is not None, hops=c.pagination_hops)
             key = (canon or "", request_key(c.request))
             if canon and key not in rows:
                 rows[key] = (
@@ -109,6 +114,7 @@ class Admission:
                     c.keyword,
                     base_priority(c.kind, boost),
                     msgspec.json.encode(c.request).decode() if c.request else None,
+                    c.pagination_hops,
                 )
         if not rows:
             return 0
@@ -133,6 +139,7 @@ class Admission:
             [rows[k][5] for k in keys],
             [k[1] for k in keys],
             [k[0] in unchanged for k in keys],
+            [rows[k][6] for k in keys],
         )
         return int(status.rsplit(" ", 1)[-1])
 

@@ -185,7 +185,7 @@ async def apply_parse_result(
     """
     async with conn.transaction():
         entry = await conn.fetchrow(
-            "SELECT state, attempts, parsed FROM entries WHERE id = $1 FOR UPDATE",
+            "SELECT state, attempts, parsed, pagination_hops FROM entries WHERE id = $1 FOR UPDATE",
             result.entry_id,
         )
         if entry is None or entry["attempts"] != _attempt_no(result.attempt_id):
@@ -200,14 +200,19 @@ async def apply_parse_result(
         if job["status"] == "running" and result.links:
             admission = Admission(source, allowed)
             boost = job_boost(job["priority"], job["requested_by"])
+            hops = entry["pagination_hops"]
+            # The next page of a listing is as deep as the page that links it: otherwise a
+            # category's later pages, and the products only they list, fall off max_depth
+            # depending on which page's links happened to be parsed first.
             candidates = [
                 Candidate(
                     link.url,
                     link.kind,
-                    result.depth + 1,
+                    result.depth if link.kind == "pagination" else result.depth + 1,
                     result.keyword,
                     link.request,
                     link.lastmod,
+                    pagination_hops=hops + 1 if link.kind == "pagination" else 0,
                 )
                 for link in result.links
             ]

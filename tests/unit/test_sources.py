@@ -196,6 +196,10 @@ def test_allow_private_true() -> None:
             "demo.yaml:4: links.pagination: give css, pattern or both",
         ),
         (
+            "name: a\nseeds: [http://a.test]\nlinks:\n  max_pagination: 0\n",
+            "demo.yaml:4: links.max_pagination: must be ≥ 1",
+        ),
+        (
             "name: a\nseeds: [http://a.test]\nfields:\n  price: {css: ''}\n",
             "demo.yaml:4: fields.price.css: the CSS selector is empty",
         ),
