@@ -85,6 +85,10 @@ def decode_html(body: bytes, content_type: str | None = None) -> str:
         return body.decode("ascii")
     declared = charset_from_content_type(content_type) or sniff_meta_charset(body)
     utf8 = _strict(body, "utf-8")
+    if utf8 is None:
+        # UTF-8 with a few broken bytes (a truncated copy, one bad include) is still UTF-8:
+        # replacing those bytes beats reading every other character as windows-1252.
+        utf8 = _mostly_utf8(body)
     if declared and declared != "utf-8":
         # Valid UTF-8 with non-ASCII sequences: the declaration is wrong (mojibake otherwise).
         if utf8 is not None:
@@ -96,6 +100,22 @@ def decode_html(body: bytes, content_type: str | None = None) -> str:
         return utf8
     codec = _detect(body) or declared or "cp1252"
     return _fix_yen(body.decode(codec, "replace"), codec)
+
+
+_UTF8_SEQUENCE = re.compile(
+    rb"[\xc2-\xdf][\x80-\xbf]|[\xe0-\xef][\x80-\xbf]{2}|[\xf0-\xf4][\x80-\xbf]{3}"
+)
+
+
+def _mostly_utf8(body: bytes) -> str | None:
+    """The body decoded as UTF-8 with replacements, when its valid multi-byte sequences
+    outnumber its invalid bytes ten to one (text in a legacy code page forms almost none)."""
+    valid = len(_UTF8_SEQUENCE.findall(body))
+    if valid < 10:
+        return None
+    text = body.decode("utf-8", "replace")
+    broken = text.count("\ufffd") - body.count(b"\xef\xbf\xbd")
+    return text if valid >= 10 * broken else None
 
 
 def _fix_yen(text: str, codec: str) -> str:

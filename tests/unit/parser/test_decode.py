@@ -43,3 +43,16 @@ def test_bom_beats_header() -> None:
 def test_empty_and_ascii() -> None:
     assert decode_html(b"") == ""
     assert decode_html(b"<p>plain</p>", "text/html; charset=bogus") == "<p>plain</p>"
+
+
+def test_utf8_with_a_few_broken_bytes_stays_utf8() -> None:
+    body = TEXT.encode("utf-8") * 3 + b"<p>caf\xe9 \xff</p>"  # two stray Latin-1 bytes
+    for content_type in ("text/html; charset=utf-8", None, "text/html; charset=iso-8859-1"):
+        text = decode_html(body, content_type)
+        assert text.startswith(TEXT) and text.count("\ufffd") == 2, content_type
+
+
+def test_windows_1252_with_a_stray_utf8_sequence_stays_windows_1252() -> None:
+    body = TEXT.encode("cp1252") * 3 + "–".encode()
+    assert decode_html(body, "text/html; charset=windows-1252").startswith(TEXT)
+    assert decode_html(body, "text/html; charset=utf-8").startswith(TEXT)
