@@ -31,9 +31,16 @@ from demo.pages import Page, Pages
 Route = tuple[Any, ...]
 RequestRecord = dict[str, Any]
 
-_IMAGE = bytes.fromhex(  # a 1x1 GIF; image URLs resolve, but their content is irrelevant
+_IMAGE = bytes.fromhex(  # a 1x1 GIF
     "47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b"
 )
+
+
+def image_bytes(name: str) -> bytes:
+    """A product's image: a 1x1 GIF whose two palette colours come from its file name, so
+    every product has its own image (content-addressed storage keeps them apart)."""
+    palette = hashlib.sha256(name.encode()).digest()[:6]
+    return _IMAGE[:13] + palette + _IMAGE[19:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +107,7 @@ def route(request: web.BaseRequest) -> Route:
     if head == "info" and rest:
         return ("info", rest)
     if head == "img" and rest:
-        return ("img",)
+        return ("img", rest[0])
     return ("404",)
 
 
@@ -329,8 +336,10 @@ class DemoShop:
 
     def _render(self, pages: Pages, epoch: int, key: Route) -> Rendered:
         match key:
-            case ("img",):
-                return Rendered(200, _IMAGE, "image/gif", '"demo-image"')
+            case ("img", name):
+                body = image_bytes(name)
+                etag = f'"{hashlib.sha256(body).hexdigest()[:16]}"'
+                return Rendered(200, body, "image/gif", etag)
             case ("home",):
                 page = pages.home()
             case ("c", category, number):

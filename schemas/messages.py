@@ -30,7 +30,7 @@ Outcome = Literal[
 OUTCOMES: tuple[str, ...] = Outcome.__args__  # type: ignore[attr-defined]
 RETRYABLE_OUTCOMES = frozenset({"blocked", "server_error", "timeout", "network_error", "no_proxy"})
 
-LinkKind = Literal["seed", "search", "sitemap", "pagination", "product", "page"]
+LinkKind = Literal["seed", "search", "sitemap", "pagination", "product", "page", "image"]
 Availability = Literal[
     "in_stock", "out_of_stock", "preorder", "backorder", "discontinued", "limited", "unknown"
 ]

@@ -155,6 +155,9 @@ class Source(_Model):
     timeout: float = 30.0
     max_bytes: int = 10 * 1024 * 1024
     api: Api | None = None
+    # Fetch each product's primary image once (content-addressed in the payload store, never
+    # re-downloaded) and point the product at it: ``products.image_ref``.
+    images: bool = True
 
 
 # Built-in API presets: merged under the source's own ``api`` section (what it gives wins).

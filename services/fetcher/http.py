@@ -150,6 +150,12 @@ async def _follow(
     return Response("rejected", str(target), error=f"more than {max_redirects} redirects")
 
 
+def accepts(accept_types: list[str], content_type: str) -> bool:
+    """Whether ``content_type`` is one of ``accept_types`` (``image/*`` matches any image)."""
+    major = content_type.split("/", 1)[0] + "/*"
+    return content_type in accept_types or major in accept_types
+
+
 async def _read(
     resp: aiohttp.ClientResponse, url: str, max_bytes: int, accept_types: list[str] | None
 ) -> Response:
@@ -163,7 +169,7 @@ async def _read(
     )
     if out.outcome != "ok":
         return out
-    if accept_types and out.content_type and out.content_type not in accept_types:
+    if accept_types and out.content_type and not accepts(accept_types, out.content_type):
         out.outcome, out.error = "rejected", f"content type {out.content_type} not accepted"
         return out
     declared = resp.content_length

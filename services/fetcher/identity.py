@@ -213,3 +213,30 @@ def _headers(profile: _Profile, language: str) -> dict[str, str]:
         "Sec-Fetch-Site": "none",
         "Sec-Fetch-User": "?1",
     }
+
+
+# What each family sends for an <img>: a page's image is a sub-resource, not a navigation.
+_IMAGE_ACCEPT = {
+    "chromium": "image/avif,image/webp,image/apng,image/svg+xml,image/*,*/*;q=0.8",
+    "firefox": "image/avif,image/webp,image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5",
+    "safari": "image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,"
+    "image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5",
+}
+_NAVIGATION_ONLY = ("Upgrade-Insecure-Requests", "Sec-Fetch-User")
+
+
+def image_headers(headers: dict[str, str]) -> dict[str, str]:
+    """The identity's headers as its browser sends them for an image (same order, same
+    client hints), so an image request does not stand out from the pages that embed it."""
+    family = _family_of(headers.get("User-Agent", ""))
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        if name in _NAVIGATION_ONLY:
+            continue
+        out[name] = {
+            "Accept": _IMAGE_ACCEPT[family],
+            "Sec-Fetch-Dest": "image",
+            "Sec-Fetch-Mode": "no-cors",
+            "Sec-Fetch-Site": "same-origin",
+        }.get(name, value)
+    return out

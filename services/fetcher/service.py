@@ -16,7 +16,7 @@ from yarl import URL
 from schemas.messages import FetchPolicy, FetchResult, FetchWork
 from services.fetcher.guard import Allowlist, GuardedResolver, UnsafeURL, check_target
 from services.fetcher.http import Response, request
-from services.fetcher.identity import identity_for
+from services.fetcher.identity import identity_for, image_headers
 from services.fetcher.pacing import HostGuard, InFlight, jittered, wait_until
 from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.robots import RobotsCache
@@ -250,6 +250,8 @@ class Fetcher:
             user_agent=policy.user_agent,
         )
         headers = dict(identity.headers)
+        if work.kind == "image":
+            headers = image_headers(headers)
         if work.etag:
             headers["If-None-Match"] = work.etag
         if work.last_modified:

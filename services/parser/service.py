@@ -84,7 +84,7 @@ class Parser:
         not_modified = fetched.outcome == "not_modified"
         # A 304 is parsed from the payload stored last time, so its links are still followed.
         ref = fetched.previous_payload_ref if not_modified else fetched.payload_ref
-        if not ref:
+        if not ref or fetched.kind == "image":  # an image is stored, never read back here
             return ParseResult(**base, not_modified=not_modified)
         try:
             body = await self.store.get(ref)

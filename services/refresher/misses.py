@@ -39,9 +39,10 @@ WHERE p.source = $2
 
 
 async def failure_rate(conn: asyncpg.Connection, job_id: int) -> float:
+    """Of the job's pages: an image that cannot be fetched says nothing about the catalog."""
     row = await conn.fetchrow(
         """SELECT count(*) AS total, count(*) FILTER (WHERE state = 'failed') AS failed
-           FROM entries WHERE job_id = $1""",
+           FROM entries WHERE job_id = $1 AND kind <> 'image'""",
         job_id,
     )
     return (row["failed"] / row["total"]) if row["total"] else 0.0

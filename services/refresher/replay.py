@@ -38,7 +38,7 @@ FROM entries e
 JOIN payloads p ON p.url = e.url AND p.job_id <= e.job_id
   AND (e.request_key = '' OR p.attempt_id = e.id || '.' || e.attempts)
 JOIN jobs pj ON pj.id = p.job_id AND pj.source = $2
-WHERE e.job_id = $1 AND e.last_outcome IN ('ok', 'not_modified')
+WHERE e.job_id = $1 AND e.last_outcome IN ('ok', 'not_modified') AND e.kind <> 'image'
 ORDER BY e.id, p.job_id DESC, p.fetched_at DESC
 """
 

@@ -35,6 +35,7 @@ SITEMAP_TYPES = [
 ]
 
 # What an API page may answer with (a GraphQL server may use its own JSON media type).
+IMAGE_TYPES = ["image/*"]
 API_TYPES = [
     "application/json",
     "application/graphql-response+json",
@@ -216,6 +217,8 @@ class Dispatcher:
                     request = decode_request(r["request"])
                     if r["kind"] == "sitemap":
                         policy = msgspec.structs.replace(policy, accept_types=SITEMAP_TYPES)
+                    elif r["kind"] == "image":
+                        policy = msgspec.structs.replace(policy, accept_types=IMAGE_TYPES)
                     elif request is not None:
                         policy = msgspec.structs.replace(policy, accept_types=API_TYPES)
                     attempt_id = f"{r['id']}.{r['attempts']}"

@@ -72,16 +72,20 @@ class Admission:
         self.max_depth = source.links.max_depth
         self.max_pagination = source.links.max_pagination
 
-    def accept(self, url: str, depth: int, *, api: bool = False, hops: int = 0) -> str | None:
+    def accept(
+        self, url: str, depth: int, *, api: bool = False, hops: int = 0, image: bool = False
+    ) -> str | None:
         """The canonical URL when it may enter the job, else None. API pages are exempt from
         ``max_depth`` (a listing is as deep as it has pages; ``max_pages`` bounds it); a run of
         pagination links is bounded by ``max_pagination`` instead."""
         canon = canonicalize(url)
-        if canon is None or (depth > self.max_depth and not api):
+        if canon is None or (depth > self.max_depth and not api and not image):
             return None
         if hops > self.max_pagination and not api:
             return None
-        if self.allowed and host_of(canon).lower() not in self.allowed:
+        # Shops serve images from CDN hosts: an image is exempt from the allowed domains (the
+        # fetcher's SSRF guard, robots.txt and the image host's own pacing still apply).
+        if self.allowed and not image and host_of(canon).lower() not in self.allowed:
             return None
         if any(p.search(canon) for p in self.deny):
             return None
@@ -104,7 +108,13 @@ class Admission:
         """
         rows: dict[tuple[str, str], tuple[str, str, int, str | None, int, str | None, int]] = {}
         for c in candidates:
-            canon = self.accept(c.url, c.depth, api=c.request is not None, hops=c.pagination_hops)
+            canon = self.accept(
+                c.url,
+                c.depth,
+                api=c.request is not None,
+                hops=c.pagination_hops,
+                image=c.kind == "image",
+            )
             key = (canon or "", request_key(c.request))
             if canon and key not in rows:
                 rows[key] = (
@@ -161,6 +171,24 @@ class Admission:
             list(dated),
         )
         return {r["url"] for r in rows if r["updated_at"] >= dated[r["url"]]}
+
+
+async def image_candidates(
+    conn: asyncpg.Connection, source: Source, images: list[str], depth: int
+) -> list[Candidate]:
+    """The products' primary images this source has no stored copy of yet: an image is
+    fetched once, and its content-addressed payload serves every later job."""
+    canon = {c for c in map(canonicalize, images) if c}
+    if not source.images or not canon:
+        return []
+    known = await conn.fetch(
+        "SELECT url FROM url_state WHERE source = $1 AND url = ANY($2::text[]) "
+        "AND payload_ref IS NOT NULL",
+        source.name,
+        sorted(canon),
+    )
+    missing = canon - {r["url"] for r in known}
+    return [Candidate(url, "image", depth) for url in sorted(missing)]
 
 
 def _lastmod(value: str) -> datetime | None:

@@ -16,6 +16,7 @@ DEFAULT_PRIORITY: dict[str, int] = {
     "pagination": 50,
     "product": 40,
     "page": 30,
+    "image": 20,  # after every page: images never lead to more work
 }
 AGING_PER_HOUR = 10.0
 USER_BOOST = 10

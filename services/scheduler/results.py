@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from schemas.messages import FetchResult, ParseResult
-from services.scheduler.frontier import Admission, Candidate
+from services.scheduler.frontier import Admission, Candidate, image_candidates
 from services.scheduler.jobs import JobSources
 from services.scheduler.priority import job_boost
 from services.scheduler.proxies import record_proxy_outcome
@@ -197,7 +197,7 @@ async def apply_parse_result(
             "SELECT priority, requested_by, status FROM jobs WHERE id = $1", result.job_id
         )
         admitted = 0
-        if job["status"] == "running" and result.links:
+        if job["status"] == "running" and (result.links or result.sightings()):
             admission = Admission(source, allowed)
             boost = job_boost(job["priority"], job["requested_by"])
             hops = entry["pagination_hops"]
@@ -216,6 +216,8 @@ async def apply_parse_result(
                 )
                 for link in result.links
             ]
+            images = [p.image for p in result.sightings() if p.image]
+            candidates += await image_candidates(conn, source, images, result.depth + 1)
             admitted = await admission.admit(conn, result.job_id, candidates, boost=boost)
         closes = entry["state"] == "fetched"
         await conn.execute(

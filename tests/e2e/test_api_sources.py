@@ -127,10 +127,13 @@ async def test_graphql_and_shopify_sources_crawl_every_option(
     # Raw JSON payloads are stored like any page's; replay re-maps them without the shop.
     async with pool.acquire() as conn:
         types = await conn.fetch(
-            "SELECT DISTINCT content_type FROM payloads WHERE job_id = $1", gql["job_id"]
+            "SELECT DISTINCT p.content_type FROM payloads p JOIN entries e "
+            "ON e.job_id = p.job_id AND e.url = p.url WHERE p.job_id = $1 AND e.kind <> 'image'",
+            gql["job_id"],
         )
         ref = await conn.fetchval(
-            "SELECT ref FROM payloads WHERE job_id = $1 ORDER BY fetched_at LIMIT 1",
+            "SELECT ref FROM payloads WHERE job_id = $1 AND content_type = 'application/json' "
+            "ORDER BY fetched_at LIMIT 1",
             gql["job_id"],
         )
     assert [r["content_type"] for r in types] == ["application/json"]

@@ -34,7 +34,7 @@ AVAILABILITY = [
 ]
 
 _FIELDS = """source, key, sku, gtin, mpn, name, brand, price, sale_price, currency, availability,
-             url, image, stock, prices, attributes, consecutive_misses, delisted_at,
+             url, image, image_ref, stock, prices, attributes, consecutive_misses, delisted_at,
              first_seen_at, last_seen_at,
              last_seen_job"""
 _WHERE = """($1::text IS NULL OR source = $1)
@@ -58,6 +58,8 @@ class ProductOut(msgspec.Struct, kw_only=True):
     availability: str | None
     url: str | None
     image: str | None
+    # The stored image (fetched once): GET /api/payloads/{image_ref}/data serves it.
+    image_ref: str | None = None
     stock: int | None = None
     prices: dict[str, str] = {}  # named price lists (member, rec, medical, ...)
     attributes: dict[str, str] = {}

@@ -8,7 +8,14 @@ import re
 import msgspec
 import pytest
 
-from services.fetcher.identity import PROFILES, Identity, accept_language, identity_for
+from services.fetcher.http import accepts
+from services.fetcher.identity import (
+    PROFILES,
+    Identity,
+    accept_language,
+    identity_for,
+    image_headers,
+)
 
 PLATFORMS = {"Windows NT": '"Windows"', "Macintosh": '"macOS"', "X11; Linux": '"Linux"'}
 NAVIGATION = {
@@ -116,3 +123,22 @@ def test_pinned_user_agent_never_contradicted() -> None:
 def test_identity_round_trips_as_json() -> None:
     identity = identity_for("s")
     assert msgspec.json.decode(msgspec.json.encode(identity), type=Identity) == identity
+
+
+@pytest.mark.parametrize("generation", range(len(PROFILES)))
+def test_an_image_request_looks_like_the_same_browser_loading_an_img(generation: int) -> None:
+    page = identity_for("job:shop", generation=generation, locale="en-US").headers
+    image = image_headers(page)
+    assert image["User-Agent"] == page["User-Agent"]
+    assert image["Accept"].startswith("image/") and "text/html" not in image["Accept"]
+    assert image["Sec-Fetch-Dest"] == "image" and image["Sec-Fetch-Mode"] == "no-cors"
+    assert "Upgrade-Insecure-Requests" not in image and "Sec-Fetch-User" not in image
+    # The browser's header order is kept: only navigation-only headers are dropped.
+    assert [k for k in page if k in image] == list(image)
+
+
+def test_accept_types_match_exactly_or_by_major_type() -> None:
+    assert accepts(["image/*"], "image/webp")
+    assert accepts(["text/xml", "application/xml"], "application/xml")
+    assert not accepts(["image/*"], "text/html")
+    assert not accepts(["application/json"], "application/xml")
