@@ -21,10 +21,16 @@ FAULT_ENV = {"TRAWL_VISIBILITY_TIMEOUT": "10"}
 
 
 async def save_shop_source(
-    pool: asyncpg.Pool, shop: DemoShop, name: str = "shop", max_in_flight: int = 4
+    pool: asyncpg.Pool,
+    shop: DemoShop,
+    name: str = "shop",
+    max_in_flight: int = 4,
+    *,
+    images: bool = True,
 ) -> None:
     definition = shop.source_definition(name)
     definition["pacing"] = {"min_delay": 0, "max_delay": 0, "max_in_flight": max_in_flight}
+    definition["images"] = images
     async with pool.acquire() as conn:
         await save_source(conn, source_from_dict(definition))
 
