@@ -107,7 +107,7 @@ def route(request: web.BaseRequest) -> Route:
     if head == "info" and rest:
         return ("info", rest)
     if head == "img" and rest:
-        return ("img", rest[0])
+        return ("img", rest)
     return ("404",)
 
 

@@ -260,6 +260,7 @@ PRODUCT_FIELDS = (
     "availability",
     "url",
     "image",
+    "image_ref",
     "stock",
     "prices",
     "attributes",

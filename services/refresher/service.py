@@ -10,6 +10,7 @@ from typing import Any
 
 from schemas.messages import JobEvent, ParseResult
 from services.refresher.batcher import Batcher
+from services.refresher.images import link_images
 from services.refresher.misses import count_misses
 from services.refresher.products import Applied, apply_results
 from shared import names as n
@@ -89,6 +90,8 @@ class Refresher:
             source = source_from_dict(definition)
             async with conn.transaction():
                 report = await count_misses(conn, event.job_id, event.source, source)
+                # Every image entry of the job is done now: point its products at them.
+                images = await link_images(conn, event.job_id, event.source)
         self.rt.stats["jobs_counted"] += 1
         counters = dict(event.counters)
         counters.update(
@@ -98,6 +101,7 @@ class Refresher:
                 "missed": report.missed,
                 "delisted": report.delisted,
                 "counted": int(report.counted),
+                "images_linked": images,
             }
         )
         refreshed = JobEvent(
