@@ -1,15 +1,18 @@
 """Refresher throughput: ``python -m bench.refresher_bench [--products N] [--no-service]``.
 
-Prints product upserts per second
+Prints product upserts per second, and this process's CPU time per upsert (the refresher is
+one Python thread: when that nears 1 s per second, Python is the bottleneck)
 
-1. through the batch apply alone (``apply_results`` on one connection, as the service's single
-   flusher runs it): a first sighting of every product (insert + snapshot), a round with 15 %
-   price changes, and an unchanged round;
+1. through the batch apply alone (``apply_results`` on one connection, one batch after the
+   other): a first sighting of every product (insert + snapshot), a round with 15 % price
+   changes, and an unchanged round;
 2. end to end through the service: parse results preloaded on ``<ns>.parsed``, the refresher's
-   consumer + batcher running in this process, timed until every result is applied.
+   consumer running in this process, timed until every result is applied. Every product
+   changes price (upsert + snapshot).
 
-It works in a scratch database and namespace (both removed afterwards) on the local Postgres
-and NATS (``DATABASE_URL``'s server, ``NATS_URL``).
+It runs on the services' event loop (uvloop where installed, ``shared.service.run``;
+``--asyncio`` for the stock loop), in a scratch database and namespace (both removed
+afterwards) on the local Postgres and NATS (``DATABASE_URL``'s server, ``NATS_URL``).
 """
 
 from __future__ import annotations
@@ -18,19 +21,23 @@ import argparse
 import asyncio
 import os
 import random
+import resource
 import time
 import uuid
 
 import asyncpg
 
-from schemas.messages import ParseResult, Product
+from schemas.messages import Link, ParseResult, Product
 from services.refresher.products import apply_results
+from shared.service import run
 
 PG = os.environ.get("DATABASE_URL", "postgresql://root@127.0.0.1:5432/trawl").rsplit("/", 1)[0]
 NATS = os.environ.get("NATS_URL", "nats://127.0.0.1:4222")
 
 
-def results(n: int, job_id: int, prices: list[str], run: str) -> list[ParseResult]:
+def results(
+    n: int, job_id: int, prices: list[str], run: str, *, links: int = 0
+) -> list[ParseResult]:
     return [
         ParseResult(
             attempt_id=f"{run}-{job_id}-{i}",
@@ -49,9 +56,21 @@ def results(n: int, job_id: int, prices: list[str], run: str) -> list[ParseResul
                 url=f"https://shop.example.com/p/{i}",
                 image=f"https://shop.example.com/i/{i}.jpg",
             ),
+            links=[
+                Link(url=f"https://shop.example.com/p/{(i + j) % n}") for j in range(1, links + 1)
+            ],
         )
         for i in range(n)
     ]
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def rate(n: int, took: float, cpu: float) -> str:
+    return f"{n / took:8,.0f} upserts/s, {cpu / n * 1e6:3.0f} µs CPU each"
 
 
 async def bench_apply(dsn: str, n: int, batch: int) -> None:
@@ -65,20 +84,20 @@ async def bench_apply(dsn: str, n: int, batch: int) -> None:
             for i in rng.sample(range(n), int(n * share)):
                 prices[i] = f"{rng.randint(1, 999)}.49"
             rows = results(n, job_id, prices, "apply")
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), cpu_seconds()
             snapshots = 0
             for i in range(0, n, batch):
                 snapshots += (await apply_results(conn, rows[i : i + batch])).snapshots
-            took = time.perf_counter() - started
+            took, cpu = time.perf_counter() - started, cpu_seconds() - cpu
             print(
-                f"apply  {label:13} {n:7} upserts in {took:6.2f} s = {n / took:8,.0f} upserts/s "
+                f"apply  {label:13} {n:7} upserts in {took:6.2f} s = {rate(n, took, cpu)} "
                 f"({snapshots} snapshots, batch {batch})"
             )
     finally:
         await conn.close()
 
 
-async def bench_service(dsn: str, n: int) -> None:
+async def bench_service(dsn: str, n: int, links: int) -> None:
     from services.refresher.service import start
     from shared.bus import connect, publish_many
     from shared.db import open_pool
@@ -95,23 +114,24 @@ async def bench_service(dsn: str, n: int) -> None:
     pool = await open_pool(dsn, min_size=2, max_size=4, attempts=3)
     try:
         await provision(js, names)
-        rows = results(n, 10, [f"{i % 500}.95" for i in range(n)], "service")
+        rows = results(n, 10, [f"{i % 500}.95" for i in range(n)], "service", links=links)
         started = time.perf_counter()
         await publish_many(js, [(names.parsed, r, None, None) for r in rows])
         took = time.perf_counter() - started
         print(f"service: {n} parse results published in {took:.2f} s ({n / took:,.0f}/s)")
         stop = asyncio.Event()
         rt = Runtime("refresher", settings, names, nc, js, pool, stop)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), cpu_seconds()
         tasks = [asyncio.create_task(c) for c in await start(rt)]
         while rt.stats["applied"] < n:
             if any(t.done() for t in tasks):
                 raise SystemExit("the refresher stopped early")
             await asyncio.sleep(0.02)  # a benchmark's progress probe
-        took = time.perf_counter() - started
+        took, cpu = time.perf_counter() - started, cpu_seconds() - cpu
         print(
-            f"service end to end {n:7} upserts in {took:6.2f} s = {n / took:8,.0f} upserts/s "
-            f"({rt.stats['batches']} batches, mean {n / rt.stats['batches']:.0f})"
+            f"service end to end {n:7} upserts in {took:6.2f} s = {rate(n, took, cpu)} "
+            f"({rt.stats['batches']} batches, mean {n / rt.stats['batches']:.0f}, "
+            f"{links} links per result)"
         )
         stop.set()
         await asyncio.gather(*tasks)
@@ -121,21 +141,16 @@ async def bench_service(dsn: str, n: int) -> None:
         await nc.close()
 
 
-async def main() -> None:
+async def main(args: argparse.Namespace) -> None:
     from migrations.runner import migrate
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--products", type=int, default=20_000)
-    ap.add_argument("--batch", type=int, default=500)
-    ap.add_argument("--no-service", action="store_true", help="skip the end-to-end run")
-    args = ap.parse_args()
     name = f"trawl_bench_{uuid.uuid4().hex[:8]}"
     dsn = f"{PG}/{name}"
     await migrate(dsn)
     try:
         await bench_apply(dsn, args.products, args.batch)
         if not args.no_service:
-            await bench_service(dsn, args.products)
+            await bench_service(dsn, args.products, args.links)
     finally:
         conn = await asyncpg.connect(f"{PG}/postgres")
         try:
@@ -144,5 +159,21 @@ async def main() -> None:
             await conn.close()
 
 
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--products", type=int, default=20_000)
+    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument("--no-service", action="store_true", help="skip the end-to-end run")
+    ap.add_argument(
+        "--links", type=int, default=0, help="links per parse result in the end-to-end run"
+    )
+    ap.add_argument("--asyncio", action="store_true", help="the stock event loop, not uvloop")
+    return ap.parse_args()
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    args = parse_args()
+    if args.asyncio:
+        asyncio.run(main(args))
+    else:
+        run(main(args))  # the services' loop

@@ -8,11 +8,11 @@ import time
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
-from schemas.messages import JobEvent, ParseResult
+from schemas.messages import JobEvent
 from services.refresher.batcher import Batcher
 from services.refresher.images import link_images
 from services.refresher.misses import count_misses
-from services.refresher.products import Applied, apply_results
+from services.refresher.products import Applied, ParsedProducts, apply_results
 from shared import names as n
 from shared.bus import publish
 from shared.consumer import Consumer, Delivery
@@ -39,19 +39,19 @@ class Refresher:
         self.pool = rt.pool
         rt.stats.update({"applied": 0, "duplicates": 0, "upserts": 0, "snapshots": 0, "batches": 0})
         rt.stats["jobs_counted"] = 0
-        self.batcher: Batcher[ParseResult, Applied] = Batcher(
+        self.batcher: Batcher[ParsedProducts, Applied] = Batcher(
             self.apply, max_size=BATCH_SIZE, max_wait=BATCH_WAIT, name="refresher-apply"
         )
 
-    async def on_parsed_batch(self, deliveries: list[Delivery[ParseResult]]) -> None:
+    async def on_parsed_batch(self, deliveries: list[Delivery[ParsedProducts]]) -> None:
         """A pulled batch in one transaction; the consumer acks it after the commit."""
         await self.apply([d.body for d in deliveries])
 
-    async def on_parsed(self, d: Delivery[ParseResult]) -> None:
+    async def on_parsed(self, d: Delivery[ParsedProducts]) -> None:
         # Returns once the batch holding this result is committed; the consumer acks then.
         await self.batcher.submit(d.body)
 
-    async def apply(self, results: Sequence[ParseResult]) -> Applied:
+    async def apply(self, results: Sequence[ParsedProducts]) -> Applied:
         async with self.pool.acquire() as conn:
             done = await apply_results(conn, results)
         stats = self.rt.stats
@@ -141,7 +141,7 @@ async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
             rt.js,
             rt.names,
             specs[("refresher", n.PARSED)],
-            ParseResult,
+            ParsedProducts,
             refresher.on_parsed,
             concurrency=PARSED_CONCURRENCY,
             batch=BATCH_SIZE,

@@ -1,13 +1,18 @@
 """The refresher's batch apply against real Postgres: idempotency, snapshots on change only,
-late results of older jobs, replay mode, and the batcher's failure isolation."""
+late results of older jobs, replay mode, the staging tables' life in a session, concurrent
+batches, the refresher's view of a parse result, and the batcher's failure isolation."""
 
 from __future__ import annotations
 
 import asyncio
 
-from schemas.messages import ParseResult, Product
+import asyncpg
+import msgspec
+import pytest
+
+from schemas.messages import Link, ParseResult, Product
 from services.refresher.batcher import Batcher
-from services.refresher.products import apply_results, list_products
+from services.refresher.products import ParsedProducts, apply_results, list_products
 
 
 def result(attempt: str, job: int, key: str = "A", price: str = "10.00", **kw) -> ParseResult:
@@ -174,3 +179,80 @@ async def test_price_lists_and_attributes_are_stored_and_their_changes_snapshott
         (1, {"member": "9.00"}),
         (3, {"member": "8.50"}),
     ]
+
+
+async def test_an_api_page_records_and_upserts_each_listed_product(pool) -> None:
+    page = ParseResult(
+        attempt_id="1.1",
+        job_id=1,
+        entry_id=1,
+        source="s",
+        url="https://s/api?page=1",
+        products=[Product(key=k, price="1.00", availability="in_stock") for k in "ABC"],
+    )
+    async with pool.acquire() as conn:
+        await _jobs(conn, 1)
+        done = await apply_results(conn, [page])
+        assert (done.results, done.upserts, done.snapshots) == (1, 3, 3)
+        rows = await conn.fetch("SELECT attempt_id, product_key FROM applied_results ORDER BY 1")
+        assert [tuple(r) for r in rows] == [("1.1", "A"), ("1.1#1", "B"), ("1.1#2", "C")]
+        assert (await apply_results(conn, [page])).duplicates == 1
+
+
+async def test_a_failed_batch_leaves_the_session_usable(pool) -> None:
+    """A batch that fails mid-way (here: Postgres refuses a NUL in text) rolls back whole, and
+    the next batch on the same connection, staging tables and all, goes through."""
+    async with pool.acquire() as conn:
+        await _jobs(conn, 1)
+        with pytest.raises(asyncpg.PostgresError):
+            await apply_results(conn, [result("1.1", 1), result("2.1", 1, key="B", name="a\x00")])
+        assert await conn.fetchval("SELECT count(*) FROM applied_results") == 0
+        done = await apply_results(conn, [result("1.1", 1), result("2.1", 1, key="B")])
+        assert (done.results, done.upserts, done.snapshots) == (2, 2, 2)
+        # A session without the staging tables (as after DISCARD) creates them again.
+        await conn.execute("DISCARD TEMP")
+        done = await apply_results(conn, [result("3.1", 1, key="C")])
+        assert (done.results, done.upserts) == (1, 1)
+
+
+async def test_concurrent_batches_over_the_same_products_do_not_deadlock(pool) -> None:
+    """Two replicas' batches name the same products in opposite orders: rows are locked and
+    written in key order, so one waits for the other instead of deadlocking."""
+    keys = [f"K{i:03d}" for i in range(200)]
+    async with pool.acquire() as conn:
+        await _jobs(conn, 1, 2)
+        await apply_results(conn, [result(f"0.{k}", 1, key=k) for k in keys])
+
+    async def apply(job: int, order: list[str], rnd: int) -> None:
+        async with pool.acquire() as conn:
+            await apply_results(
+                conn, [result(f"{rnd}.{job}.{k}", job, key=k, price=f"{job}.00") for k in order]
+            )
+
+    for rnd in range(3):
+        await asyncio.gather(apply(2 + rnd, keys, rnd), apply(3 + rnd, keys[::-1], rnd))
+        keys = keys[1:] + keys[:1]
+    async with pool.acquire() as conn:
+        assert await conn.fetchval("SELECT count(*) FROM products") == len(keys)
+        # The newest job's price, whichever batch committed first.
+        assert await conn.fetchval("SELECT array_agg(DISTINCT price::text) FROM products") == [
+            "5.00"
+        ]
+
+
+async def test_parsed_products_is_the_refreshers_view_of_a_parse_result(pool) -> None:
+    """The refresher decodes parse results as ``ParsedProducts``, which skips the links: it
+    must stay the same message (every field of the view is a ParseResult field, same type,
+    same default) and apply the same way."""
+    config, view_config = ParseResult.__struct_config__, ParsedProducts.__struct_config__
+    assert (view_config.tag_field, view_config.tag) == (config.tag_field, config.tag)
+    full = {f.name: f for f in msgspec.structs.fields(ParseResult)}
+    for f in msgspec.structs.fields(ParsedProducts):
+        assert (f.type, f.default) == (full[f.name].type, full[f.name].default), f.name
+    original = result("1.1", 1, links=[Link(url=f"https://s/p/{i}") for i in range(50)])
+    view = msgspec.json.decode(msgspec.json.encode(original), type=ParsedProducts)
+    assert view.sightings() == original.sightings() and view.attempt_id == "1.1"
+    async with pool.acquire() as conn:
+        await _jobs(conn, 1)
+        done = await apply_results(conn, [view])
+        assert (done.results, done.upserts, done.snapshots) == (1, 1, 1)
