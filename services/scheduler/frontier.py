@@ -178,9 +178,9 @@ async def image_candidates(
 ) -> list[Candidate]:
     """The products' primary images this source has no stored copy of yet: an image is
     fetched once, and its content-addressed payload serves every later job."""
-    canon = {c for c in map(canonicalize, images) if c}
-    if not source.images or not canon:
+    if not source.images or not images:
         return []
+    canon = {c for c in map(canonicalize, images) if c}
     known = await conn.fetch(
         "SELECT url FROM url_state WHERE source = $1 AND url = ANY($2::text[]) "
         "AND payload_ref IS NOT NULL",
