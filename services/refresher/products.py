@@ -45,7 +45,7 @@ CREATE TEMP TABLE IF NOT EXISTS refresher_snapshots (
 
 _RECORD = """
 INSERT INTO applied_results (attempt_id, job_id, source, product_key, not_modified_url)
-SELECT * FROM refresher_results
+SELECT attempt_id, job_id, source, product_key, not_modified_url FROM refresher_results
 ON CONFLICT DO NOTHING
 RETURNING attempt_id
 """
@@ -295,7 +295,7 @@ async def _upsert(
             _jsonb(p.prices),
             _jsonb(p.attributes),
         )
-        for k, (r, p, now) in sorted(final.items())
+        for k, (r, p, now) in sorted(final.items())  # key order, as locked: new rows too
         if k not in prev or _differs(prev[k], p, now, replay=replay)
     ]
     if rows:

@@ -27,6 +27,7 @@ log = logging.getLogger("trawl.refresher")
 APPLY_WAIT = 20.0
 # Parse results in flight per process: the upper bound of one batch. Deliveries wait at most
 # BATCH_WAIT for companions, so a lone message is applied within a few milliseconds.
+# (Measured: 3 or 4 batches in flight, or batches of 250 or 1000, were no faster end to end.)
 PARSED_CONCURRENCY = 1000
 BATCH_SIZE = 500
 BATCH_WAIT = 0.005
