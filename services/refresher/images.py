@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from shared.payload_index import stored_copies
 from shared.urls import canonicalize
 
 # Most image URLs are stored exactly as the product names them (already canonical).
@@ -42,15 +43,7 @@ async def link_images(conn: asyncpg.Connection, job_id: int, source: str) -> int
     if not rows:
         return changed
     canon = {r["key"]: canonicalize(r["image"]) for r in rows}
-    stored = {
-        r["url"]: r["payload_ref"]
-        for r in await conn.fetch(
-            "SELECT url, payload_ref FROM url_state WHERE source = $1 AND url = ANY($2::text[]) "
-            "AND payload_ref IS NOT NULL",
-            source,
-            sorted({u for u in canon.values() if u}),
-        )
-    }
+    stored = await stored_copies(conn, source, sorted({u for u in canon.values() if u}))
     keys = sorted(canon)
     refs = [stored.get(canon[k]) if canon[k] else None for k in keys]
     status = await conn.execute(_SET, source, keys, refs)

@@ -13,6 +13,7 @@ import msgspec
 from schemas.messages import ApiRequest
 from services.scheduler.priority import base_priority
 from shared.api_template import request_key
+from shared.payload_index import stored_copies
 from shared.source_model import Source
 from shared.telemetry import current_traceparent
 from shared.urls import canonicalize, host_of
@@ -181,13 +182,7 @@ async def image_candidates(
     if not source.images or not images:
         return []
     canon = {c for c in map(canonicalize, images) if c}
-    known = await conn.fetch(
-        "SELECT url FROM url_state WHERE source = $1 AND url = ANY($2::text[]) "
-        "AND payload_ref IS NOT NULL",
-        source.name,
-        sorted(canon),
-    )
-    missing = canon - {r["url"] for r in known}
+    missing = canon - set(await stored_copies(conn, source.name, sorted(canon)))
     return [Candidate(url, "image", depth) for url in sorted(missing)]
 
 
