@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -19,7 +20,9 @@ from typing import Any, Generic, TypeVar
 import msgspec
 import nats.errors
 import nats.js.errors
+from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from schemas.messages import VERSION, DeadLetter
@@ -35,6 +38,75 @@ log = logging.getLogger("trawl.consumer")
 T = TypeVar("T", bound=msgspec.Struct)
 
 PULL_WAIT = 0.005  # longest wait for a low-water mark of free slots before pulling anyway
+_STATUS = "Status"  # the header of JetStream's status messages
+_HEARTBEAT = "100"
+
+
+class Puller:
+    """Pull requests of one durable consumer, answered on a subscription with a callback.
+
+    nats-py's ``PullSubscription.fetch`` awaits each message through a task of its own
+    (``next_msg``: a uuid, a task and a ``wait_for`` per message): 60 µs of CPU per message
+    fetched and acked, against 20 with a callback that appends to a list. The request is
+    nats-py's: ``no_wait`` with ``expires`` returns what the stream holds as soon as it holds
+    anything, ended by a status (404/408), and waits up to ``expires`` for a first message.
+    Deliveries that come after a fetch returned wait in ``ready`` for the next one, which then
+    asks without ``expires`` (404 at once when the stream is empty) so they are not held. Each
+    request has its own reply subject, so the end of an earlier one cannot end the current one,
+    and a request refused at once (a 409, say) waits out its timeout: the pull loop cannot spin.
+    """
+
+    def __init__(self, nc: Client, subject: str) -> None:
+        self.nc = nc
+        self.subject = subject
+        self.inbox = nc.new_inbox()
+        self.sub: Subscription | None = None
+        self.ready: list[Msg] = []
+        self._requests = 0
+        self._reply = ""
+        self._want = 0
+        self._woken: asyncio.Future[None] | None = None
+
+    async def start(self) -> None:
+        self.sub = await self.nc.subscribe(f"{self.inbox}.*", cb=self._deliver)
+
+    async def stop(self) -> None:
+        if self.sub is not None:
+            await self.sub.unsubscribe()
+
+    async def _deliver(self, msg: Msg) -> None:
+        status = msg.headers.get(_STATUS) if msg.headers else None
+        if status is None:
+            self.ready.append(msg)
+            if len(self.ready) < self._want:
+                return
+        elif status == _HEARTBEAT or msg.subject != self._reply:
+            return  # a heartbeat, or the end of an earlier request
+        # Enough messages, or the request is over (404 no more now, 408 expired, 409 ...).
+        if self._woken is not None and not self._woken.done():
+            self._woken.set_result(None)
+
+    async def fetch(self, batch: int, timeout: float) -> list[Msg]:
+        deadline = time.monotonic() + timeout
+        if len(self.ready) < batch:
+            self._requests += 1
+            self._reply = f"{self.inbox}.{self._requests}"
+            self._want = batch
+            self._woken = asyncio.get_running_loop().create_future()
+            request: dict[str, Any] = {"batch": batch - len(self.ready), "no_wait": True}
+            if not self.ready:  # with messages in hand, take what the stream has and go
+                request["expires"] = int(timeout * 1_000_000_000) - 100_000
+            try:
+                await self.nc.publish(self.subject, json.dumps(request).encode(), reply=self._reply)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._woken, timeout)
+            finally:
+                self._woken = None
+        msgs, self.ready = self.ready[:batch], self.ready[batch:]
+        if not msgs:
+            await asyncio.sleep(max(0.0, deadline - time.monotonic()))  # see the docstring
+            raise TimeoutError
+        return msgs
 
 
 @dataclass(frozen=True)
@@ -102,7 +174,9 @@ class Consumer(Generic[T]):
         self.dead_lettered = 0
 
     async def run(self) -> None:
-        sub = await self.js.pull_subscribe_bind(self.durable, self.stream)
+        # nats-py keeps the client private to the JetStream context.
+        sub = Puller(self.js._nc, self.names.pull_request(self.stream, self.durable))
+        await sub.start()
         empty = 0
         try:
             while not self.stop.is_set():
@@ -135,7 +209,7 @@ class Consumer(Generic[T]):
         finally:
             await self._drain_inflight()
             with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+                await sub.stop()
 
     def _free_slots(self) -> int:
         return self.concurrency - self._held

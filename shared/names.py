@@ -86,6 +86,11 @@ class Names:
     def consumer(self, service: str, key: str) -> str:
         return f"{service}-{key}"
 
+    @staticmethod
+    def pull_request(stream: str, durable: str) -> str:
+        """The JetStream API subject a pull consumer's requests for messages go to."""
+        return f"$JS.API.CONSUMER.MSG.NEXT.{stream}.{durable}"
+
     # -- buckets ----------------------------------------------------------------------------
     @property
     def robots_bucket(self) -> str:
