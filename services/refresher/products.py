@@ -43,9 +43,12 @@ CREATE TEMP TABLE IF NOT EXISTS refresher_snapshots (
 ) ON COMMIT DELETE ROWS;
 """
 
+# In attempt-id order: two replicas holding the same redelivered results then wait on each
+# other's unique-index entries in the same order, and cannot deadlock.
 _RECORD = """
 INSERT INTO applied_results (attempt_id, job_id, source, product_key, not_modified_url)
 SELECT attempt_id, job_id, source, product_key, not_modified_url FROM refresher_results
+ORDER BY attempt_id
 ON CONFLICT DO NOTHING
 RETURNING attempt_id
 """

@@ -240,6 +240,42 @@ async def test_concurrent_batches_over_the_same_products_do_not_deadlock(pool) -
         ]
 
 
+async def test_replicas_applying_the_same_redelivered_results_do_not_deadlock(pool) -> None:
+    """After an ack timeout two replicas can hold the same results, in opposite orders. A third
+    transaction holds the middle attempt id, so both batches are surely inside their inserts at
+    once; attempt ids are recorded in one order, so one batch waits for the other instead of
+    deadlocking, then finds them all applied."""
+    keys = [f"K{i:03d}" for i in range(300)]
+    async with pool.acquire() as conn:
+        await _jobs(conn, 1)
+
+    async def apply(order: list[str]) -> int:
+        async with pool.acquire() as conn:
+            done = await apply_results(conn, [result(f"1.{k}", 1, key=k) for k in order])
+            return done.results
+
+    async with pool.acquire() as holder, pool.acquire() as watcher:
+        tx = holder.transaction()
+        await tx.start()
+        await holder.execute(
+            "INSERT INTO applied_results (attempt_id, job_id, source) VALUES ('1.K150', 1, 's')"
+        )
+        both = asyncio.gather(apply(keys), apply(keys[::-1]))
+        deadline = asyncio.get_running_loop().time() + 30
+        while (
+            await watcher.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database()"
+            )
+            < 2
+        ):
+            assert asyncio.get_running_loop().time() < deadline, "the batches never both waited"
+            await asyncio.sleep(0.01)
+        await tx.rollback()
+        applied = await both
+    assert sorted(applied) == [0, len(keys)]  # one batch applied them all, the other none
+
+
 async def test_parsed_products_is_the_refreshers_view_of_a_parse_result(pool) -> None:
     """The refresher decodes parse results as ``ParsedProducts``, which skips the links: it
     must stay the same message (every field of the view is a ParseResult field, same type,
