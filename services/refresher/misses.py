@@ -1,7 +1,8 @@
 """Consecutive misses: after a job completes and all its products are applied, products it saw
 reset, products on pages that failed transiently stay as they are, and the rest count a miss.
 At the source's threshold a product is marked ``out_of_stock`` with ``delisted_at``. A job with
-too many failures counts nothing: one bad crawl must not empty a catalog."""
+too many failures counts nothing: one bad crawl must not empty a catalog. Nor does a partial
+job (its trigger's own seeds or keywords), nor one whose API listing stopped at a guard."""
 
 from __future__ import annotations
 
@@ -74,6 +75,11 @@ async def count_misses(
     rate = await failure_rate(conn, job_id)
     if rate > source.refresh.max_failure_rate:
         reason = f"failure rate {rate:.0%} over {source.refresh.max_failure_rate:.0%}"
+        await conn.execute("UPDATE miss_counts SET reason = $2 WHERE job_id = $1", job_id, reason)
+        return MissReport(counted=False, reason=reason, seen=len(seen))
+    if await conn.fetchval("SELECT partial FROM jobs WHERE id = $1", job_id):
+        # Its trigger named its own seeds or keywords: the rest of the catalog was not asked for.
+        reason = "a partial crawl: its trigger named its own seeds or keywords"
         await conn.execute("UPDATE miss_counts SET reason = $2 WHERE job_id = $1", job_id, reason)
         return MissReport(counted=False, reason=reason, seen=len(seen))
     stopped = await conn.fetchval(

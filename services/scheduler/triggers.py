@@ -117,19 +117,24 @@ async def start_job(
             trigger.source,
         )
         created = running is None
+        partial = bool(trigger.seeds or trigger.keywords)
         if created:
             job_id = await conn.fetchval(
-                """INSERT INTO jobs (source, kind, priority, keywords, requested_by, definition)
-                   VALUES ($1, $2, $3, $4, $5, $6) RETURNING id""",
+                """INSERT INTO jobs (source, kind, priority, keywords, requested_by, definition,
+                                     partial)
+                   VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id""",
                 trigger.source,
                 trigger.kind,
                 trigger.priority,
                 list(trigger.keywords),
                 trigger.requested_by,
                 source_to_dict(source),
+                partial,
             )
         else:
             job_id = running
+            if not partial:  # the whole source joins: the job is no longer narrowed
+                await conn.execute("UPDATE jobs SET partial = false WHERE id = $1", job_id)
         await admission.admit(conn, job_id, candidates, boost=boost, set_policy=True)
         await conn.execute("UPDATE triggers SET job_id = $2 WHERE digest = $1", digest, job_id)
         return TriggerReply(job_id=job_id, existing=not created), created

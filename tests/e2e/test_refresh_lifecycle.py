@@ -46,6 +46,9 @@ async def test_refresh_lifecycle(shop, env, settings, pool, tmp_path: Path) -> N
     definition = shop.source_definition("demo-shop")
     # A failed page fails at once (no retry delays) and the threshold is the default 3.
     definition["retry"] = {"max_retries": 0}
+    # Categories are seeds and their products one hop away: a crawl seeded at one product page
+    # then reaches its neighbours, not the catalog.
+    definition["links"]["max_depth"] = 1
     async with pool.acquire() as conn:
         await save_source(conn, source_from_dict(definition))
 
@@ -64,6 +67,20 @@ async def test_refresh_lifecycle(shop, env, settings, pool, tmp_path: Path) -> N
         first = await _run(client, kind="discovery")
         assert set(first["products_by_key"]) == set(before), stack.logs()
         assert await _snapshots(pool) == Counter(set(before))
+
+        # A crawl narrowed to one product page counts no misses for the rest of the catalog.
+        one = next(iter(before.values()))
+        reply = await client.trigger("demo-shop", kind="refresh", seeds=[one["url"]])
+        assert reply.error is None, reply.error
+        narrow = await client.wait(reply.job_id, timeout=120)
+        assert 1 <= narrow["refresh"]["seen"] < len(before), narrow
+        assert narrow["refresh"]["missed"] == 0, narrow
+        async with pool.acquire() as conn:
+            reason = await conn.fetchval(
+                "SELECT reason FROM miss_counts WHERE job_id = $1", reply.job_id
+            )
+        assert reason and "partial" in reason, (reason, narrow["refresh"])
+        assert {p["consecutive_misses"] for p in await client.products("demo-shop")} == {0}
 
         # Epoch 1: three refreshes; the delisted count one miss each and fall at the third.
         shop.set_epoch(1)

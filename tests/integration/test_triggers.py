@@ -31,6 +31,7 @@ async def _request(client: TrawlClient, body: bytes) -> TriggerReply:
 async def test_triggers_good_and_bad(env, settings, pool, tmp_path: Path) -> None:
     async with pool.acquire() as conn:
         await save_source(conn, source_from_dict(SOURCE))
+        await save_source(conn, source_from_dict({**SOURCE, "name": "narrow"}))
     scale = "fetcher=0,parser=0,refresher=0"  # no crawling: only the trigger path is under test
     async with Stack(env, tmp_path / "logs", scale=scale), TrawlClient(settings) as client:
         bad_json = await _request(client, b'{"source": ')
@@ -46,6 +47,17 @@ async def test_triggers_good_and_bad(env, settings, pool, tmp_path: Path) -> Non
         # ... and the same trigger again joins the running job instead of starting another.
         again = await client.trigger("shop")
         assert again.job_id == good.job_id and again.existing
+
+        # A trigger with its own seeds starts a partial job (it counts no misses); a trigger
+        # for the whole source that joins it widens it.
+        partial = "SELECT partial FROM jobs WHERE id = $1"
+        narrow = await client.trigger("narrow", seeds=["http://127.0.0.2:9/c/b"])
+        async with pool.acquire() as conn:
+            assert await conn.fetchval(partial, narrow.job_id) is True
+        whole = await client.trigger("narrow")
+        assert whole.job_id == narrow.job_id and whole.existing
+        async with pool.acquire() as conn:
+            assert await conn.fetchval(partial, narrow.job_id) is False
 
         # The stream copies of the bad triggers are dead-lettered with their reasons.
         js = client.nc.jetstream()  # type: ignore[union-attr]
