@@ -15,24 +15,28 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
+import msgspec
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
 from shared.bus import connect
+from shared.consumer import Consumer, Handler
 from shared.db import open_pool
 from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
 from shared.names import Names
-from shared.provision import provision
+from shared.provision import consumer_specs, provision
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, shutdown_tracing
 
 log = logging.getLogger("trawl.service")
 
 VERSION = "0.1.0"
+
+T = TypeVar("T", bound=msgspec.Struct)
 
 
 @dataclass
@@ -52,6 +56,30 @@ class Runtime:
     # service's ``Consumer`` objects, whose counters ``/metrics`` reports: start() appends them.
     metrics: Metrics = field(default_factory=Metrics.disabled)
     consumers: list[Any] = field(default_factory=list)
+
+    def consumer(
+        self, stream_key: str, body_type: type[T], handler: Handler[T], **options: Any
+    ) -> Consumer[T]:
+        """This service's consumer of one stream (its durable from ``consumer_specs``), with the
+        runtime's stop signal and delivery limit, registered for ``/metrics``. ``options`` go to
+        ``Consumer`` (concurrency, batch, span_attrs, batch_handler)."""
+        spec = next(
+            s
+            for s in consumer_specs(self.names)
+            if s.service == self.service and s.stream_key == stream_key
+        )
+        consumer = Consumer(
+            self.js,
+            self.names,
+            spec,
+            body_type,
+            handler,
+            stop=self.stop,
+            max_deliver=self.settings.max_deliver,
+            **options,
+        )
+        self.consumers.append(consumer)
+        return consumer
 
 
 StartFn = Callable[[Runtime], Awaitable[list[Coroutine[Any, Any, None]]]]

@@ -22,10 +22,10 @@ from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.robots import RobotsCache
 from services.fetcher.secrets import MissingSecret
 from services.fetcher.secrets import expand as expand_secrets
+from shared import names as n
 from shared.bus import publish
-from shared.consumer import Consumer, Delivery
+from shared.consumer import Delivery
 from shared.payloads import JetStreamPayloadStore
-from shared.provision import consumer_specs
 from shared.service import Runtime
 
 log = logging.getLogger("trawl.fetcher")
@@ -391,20 +391,14 @@ def _span_attrs(work: FetchWork) -> dict[str, Any]:
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     proxies = await ProxyPool.open(rt.js, rt.names.proxies_bucket)
     fetcher = Fetcher(rt, proxies)
-    spec = next(s for s in consumer_specs(rt.names) if s.service == "fetcher")
-    consumer = Consumer(
-        rt.js,
-        rt.names,
-        spec,
+    consumer = rt.consumer(
+        n.FETCH,
         FetchWork,
         fetcher.on_work,
-        stop=rt.stop,
         concurrency=rt.settings.concurrency * 4,
         batch=256,
-        max_deliver=rt.settings.max_deliver,
         span_attrs=_span_attrs,
     )
-    rt.consumers.append(consumer)
 
     async def run() -> None:
         try:

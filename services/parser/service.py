@@ -13,11 +13,11 @@ import nats.js.errors
 
 from schemas.messages import FetchResult, ParseResult
 from services.parser.formats import parse_payload
+from shared import names as n
 from shared.bus import publish
-from shared.consumer import Consumer, Delivery
+from shared.consumer import Delivery
 from shared.errors import Retry
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
-from shared.provision import consumer_specs
 from shared.service import Runtime
 from shared.source_model import Source
 from shared.sources import source_from_dict
@@ -134,17 +134,11 @@ def _span_attrs(fetched: FetchResult) -> dict[str, Any]:
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     parser = Parser(rt)
-    spec = next(s for s in consumer_specs(rt.names) if s.service == "parser")
-    consumer = Consumer(
-        rt.js,
-        rt.names,
-        spec,
+    consumer = rt.consumer(
+        n.FETCHED,
         FetchResult,
         parser.on_fetched,
-        stop=rt.stop,
         concurrency=rt.settings.concurrency,
-        max_deliver=rt.settings.max_deliver,
         span_attrs=_span_attrs,
     )
-    rt.consumers.append(consumer)
     return [consumer.run()]

@@ -15,9 +15,8 @@ from services.refresher.misses import count_misses
 from services.refresher.products import Applied, ParsedProducts, apply_results
 from shared import names as n
 from shared.bus import publish
-from shared.consumer import Consumer, Delivery
+from shared.consumer import Delivery
 from shared.errors import Retry
-from shared.provision import consumer_specs
 from shared.service import Runtime
 from shared.sources import source_from_dict
 
@@ -135,29 +134,15 @@ class Refresher:
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     refresher = Refresher(rt)
-    specs = {(s.service, s.stream_key): s for s in consumer_specs(rt.names)}
-    common = {"stop": rt.stop, "max_deliver": rt.settings.max_deliver}
     consumers = [
-        Consumer(
-            rt.js,
-            rt.names,
-            specs[("refresher", n.PARSED)],
+        rt.consumer(
+            n.PARSED,
             ParsedProducts,
             refresher.on_parsed,
             concurrency=PARSED_CONCURRENCY,
             batch=BATCH_SIZE,
             batch_handler=refresher.on_parsed_batch,
-            **common,
         ),
-        Consumer(
-            rt.js,
-            rt.names,
-            specs[("refresher", n.EVENTS)],
-            JobEvent,
-            refresher.on_job_completed,
-            concurrency=4,
-            **common,
-        ),
+        rt.consumer(n.EVENTS, JobEvent, refresher.on_job_completed, concurrency=4),
     ]
-    rt.consumers.extend(consumers)
     return [c.run() for c in consumers]

@@ -24,9 +24,8 @@ from services.scheduler.schedules import claim_due, record_run
 from services.scheduler.triggers import start_job, trigger_digest
 from shared import names as n
 from shared.bus import encode
-from shared.consumer import Consumer, Delivery
+from shared.consumer import Delivery
 from shared.errors import Poison, Retry
-from shared.provision import consumer_specs
 from shared.service import Runtime
 from shared.sources import source_to_dict
 from shared.telemetry import consumer_span
@@ -283,38 +282,12 @@ class Scheduler:
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     sched = Scheduler(rt)
-    specs = {(s.service, s.stream_key): s for s in consumer_specs(rt.names)}
-    common = {"stop": rt.stop, "max_deliver": rt.settings.max_deliver}
+    concurrency = rt.settings.concurrency
     consumers = [
-        Consumer(
-            rt.js,
-            rt.names,
-            specs[("scheduler", n.TRIGGER)],
-            Trigger,
-            sched.on_trigger,
-            concurrency=8,
-            **common,
-        ),
-        Consumer(
-            rt.js,
-            rt.names,
-            specs[("scheduler", n.FETCHED)],
-            FetchResult,
-            sched.on_fetched,
-            concurrency=rt.settings.concurrency,
-            **common,
-        ),
-        Consumer(
-            rt.js,
-            rt.names,
-            specs[("scheduler", n.PARSED)],
-            ParseResult,
-            sched.on_parsed,
-            concurrency=rt.settings.concurrency,
-            **common,
-        ),
+        rt.consumer(n.TRIGGER, Trigger, sched.on_trigger, concurrency=8),
+        rt.consumer(n.FETCHED, FetchResult, sched.on_fetched, concurrency=concurrency),
+        rt.consumer(n.PARSED, ParseResult, sched.on_parsed, concurrency=concurrency),
     ]
-    rt.consumers.extend(consumers)
     await rt.nc.subscribe(
         rt.names.trigger, queue=rt.names.trigger_queue, cb=sched.on_trigger_request
     )
