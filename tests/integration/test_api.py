@@ -223,11 +223,17 @@ async def test_sources_crud_and_validation(api: Api) -> None:
     status, body, _ = await api.call("GET", "/api/sources/shop")
     assert body["running_job"] is not None
     status, body, _ = await api.call("DELETE", "/api/sources/shop")
-    assert status == 409  # its job references it
+    assert status == 409 and "has jobs" in body["detail"]  # its job is its history
     status, _, _ = await api.call("POST", "/api/sources", json={**SOURCE, "name": "spare"})
     assert status == 201
+    status, _, _ = await api.call(
+        "POST", "/api/schedules", json={"source": "spare", "spec": "@daily"}
+    )
+    assert status == 201
     status, _, _ = await api.call("DELETE", "/api/sources/spare")
-    assert status == 204
+    assert status == 204  # its schedule goes with it, as with `trawl source delete`
+    status, schedules, _ = await api.call("GET", "/api/schedules")
+    assert [s for s in schedules if s["source"] == "spare"] == []
     status, _, _ = await api.call("DELETE", "/api/sources/spare")
     assert status == 404
 

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from services.scheduler.api.problems import Problem
 from services.scheduler.api.routes import Param, Route, respond, rt_of
-from services.scheduler.catalog import list_sources, save_source
+from services.scheduler.catalog import delete_source, list_sources, save_source
 from services.scheduler.operations import NotFound
 from shared.errors import SourceError
 from shared.source_model import Source
@@ -20,7 +20,6 @@ from shared.sources import load_source_text, source_from_dict, source_to_dict
 # the CLI; these two belong there once the CLI goes through the API).
 _GET = "SELECT name, definition, updated_at FROM sources WHERE name = $1"
 _RUNNING = "SELECT id FROM jobs WHERE source = $1 AND status = 'running'"
-_DELETE = "DELETE FROM sources WHERE name = $1"
 
 YAML_TYPES = ("application/yaml", "text/yaml", "text/plain")
 
@@ -97,9 +96,9 @@ async def replace(request: web.Request) -> web.Response:
 async def delete(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     async with rt_of(request).pool.acquire() as conn:
-        # Jobs and schedules reference the source: the foreign key turns that into a 409.
-        result = await conn.execute(_DELETE, name)
-    if result.endswith(" 0"):
+        # As `trawl source delete`: its schedules go with it; a source with jobs is a 409.
+        deleted = await delete_source(conn, name)
+    if not deleted:
         raise NotFound(f"source {name!r} not found")
     return respond(None)
 
