@@ -27,7 +27,11 @@ class ConsumerSpec:
     service: str
     stream_key: str
     filter_subject: str
-    ack_wait: float = 60.0
+    # How long a delivery may go unacked before JetStream hands it to another replica: the
+    # time a killed replica's messages wait. Short where handlers are short; long where one
+    # may legitimately run long (a trigger admitting a large catalog, a completion waiting for
+    # its last products). The fetcher's long fetches send in_progress() (its HEARTBEAT).
+    ack_wait: float = 30.0
     max_ack_pending: int = 2000
 
     def durable(self, names: Names) -> str:
@@ -103,13 +107,13 @@ def stream_configs(names: Names) -> list[api.StreamConfig]:
 
 def consumer_specs(names: Names) -> list[ConsumerSpec]:
     return [
-        ConsumerSpec("scheduler", n.TRIGGER, names.trigger),
+        ConsumerSpec("scheduler", n.TRIGGER, names.trigger, ack_wait=60.0),
         ConsumerSpec("scheduler", n.FETCHED, names.fetched),
         ConsumerSpec("scheduler", n.PARSED, names.parsed),
-        ConsumerSpec("fetcher", n.FETCH, names.fetch, ack_wait=120.0, max_ack_pending=4096),
+        ConsumerSpec("fetcher", n.FETCH, names.fetch, ack_wait=60.0, max_ack_pending=4096),
         ConsumerSpec("parser", n.FETCHED, names.fetched),
         ConsumerSpec("refresher", n.PARSED, names.parsed),
-        ConsumerSpec("refresher", n.EVENTS, names.job_completed_any),
+        ConsumerSpec("refresher", n.EVENTS, names.job_completed_any, ack_wait=60.0),
     ]
 
 

@@ -32,7 +32,7 @@ log = logging.getLogger("trawl.fetcher")
 
 ROBOTS_MAX_BYTES = 500 * 1024
 ROBOTS_TIMEOUT = 10.0
-HEARTBEAT = 20.0  # seconds between in_progress() calls; the fetch consumer's ack_wait is 120 s
+HEARTBEAT = 20.0  # a fetch this old gets in_progress() every HEARTBEAT/2 s (ack_wait: 60 s)
 PROXY_READY_WAIT = 5.0  # how long a proxied fetch waits for the first proxy list at start
 # Answers a proxy gives itself when it cannot or will not serve (a robots.txt read through it).
 _PROXY_REFUSALS = frozenset({403, 407, 429, 502, 504})
