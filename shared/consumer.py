@@ -71,8 +71,16 @@ class Puller:
         self.sub = await self.nc.subscribe(f"{self.inbox}.*", cb=self._deliver)
 
     async def stop(self) -> None:
-        if self.sub is not None:
-            await self.sub.unsubscribe()
+        """Unsubscribe, and hand back what arrived but was never handled: a replica that is
+        scaled down or restarted would otherwise hold it until ``ack_wait`` runs out."""
+        sub, self.sub = self.sub, None
+        if sub is not None:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+        left, self.ready = self.ready, []
+        for msg in left:
+            with contextlib.suppress(nats.errors.Error):
+                await msg.nak()
 
     async def _deliver(self, msg: Msg) -> None:
         status = msg.headers.get(_STATUS) if msg.headers else None

@@ -98,3 +98,20 @@ async def test_the_end_of_an_earlier_request_does_not_end_the_current_one(pull, 
     msgs, took = await fetch
     assert [m.data for m in msgs] == [b"0"]
     assert took < PROMPT
+
+
+async def test_messages_never_handled_are_handed_back_at_stop(pull, nc):
+    puller, js, names = pull
+    await _publish(js, names, 2)
+    puller.ready = await puller.fetch(10, LONG)  # arrived, but the loop stopped before them
+    await puller.stop()
+    assert puller.ready == []
+    other = Puller(nc, puller.subject)  # another replica: it need not wait out ack_wait
+    await other.start()
+    try:
+        msgs, took = await _timed_fetch(other, 10)
+    finally:
+        await other.stop()
+    assert [m.data for m in msgs] == [b"0", b"1"]
+    assert [m.metadata.num_delivered for m in msgs] == [2, 2]
+    assert took < PROMPT
