@@ -52,19 +52,40 @@ _ACTION = re.compile(
     re.I,
 )
 _REL_PAGINATION = frozenset({"next", "prev", "previous", "first", "last"})
-_CARD = (
-    '[class*="product-card" i], [class*="product-tile" i], [class*="product-item" i], '
-    '[class*="productcard" i], [class*="producttile" i], [class*="product-box" i], '
-    '[class*="product-miniature" i], [class*="product_item" i], [class*="product-grid-item" i], '
-    "ul.products > li, [data-product-id], "
-    '[itemtype*="ItemList" i] [itemtype*="schema.org/Product" i]'
+_CARDS = (
+    '[class*="product-card" i]',
+    '[class*="product-tile" i]',
+    '[class*="product-item" i]',
+    '[class*="productcard" i]',
+    '[class*="producttile" i]',
+    '[class*="product-box" i]',
+    '[class*="product-miniature" i]',
+    '[class*="product_item" i]',
+    '[class*="product-grid-item" i]',
+    "ul.products > li",
+    "[data-product-id]",
+    '[itemtype*="ItemList" i] [itemtype*="schema.org/Product" i]',
 )
+_PAGERS = (
+    '[class*="pagination" i]',
+    '[aria-label*="pagination" i]',
+    '[class*="pager" i]',
+    '[class*="paging" i]',
+)
+
+
+def _links_inside(ancestors: tuple[str, ...]) -> str:
+    """``A a[href], B a[href], …``. Not ``:is(A, B) a[href]``: lexbor (selectolax 1.0) matches
+    a descendant of ``:is(…)`` only as a direct child, so a card's link inside a wrapper div
+    would be missed."""
+    return ", ".join(f"{a} a[href]" for a in ancestors)
+
+
 HINTS = (
-    (f":is({_CARD}) a[href]", "card"),
+    (_links_inside(_CARDS), "card"),
     ('a[href]:is([class*="product-card" i], [class*="product-tile" i], [class*="product-item" i])',
      "card"),
-    (':is([class*="pagination" i], [aria-label*="pagination" i], [class*="pager" i], '
-     '[class*="paging" i]) a[href]', "pager"),
+    (_links_inside(_PAGERS), "pager"),
     ('a[href]:is([class*="load-more" i], [class*="loadmore" i], [class*="next" i], '
      '[class*="prev" i])', "pager"),
 )  # fmt: skip
