@@ -6,14 +6,16 @@ regex) replace the default heuristic of their kind; the defaults are:
 
 - pagination: ``rel=next|prev``, next-page URLs announced in ``data-*`` attributes or JSON
   state, links that differ from the current URL only by a page number (``page``, ``p``,
-  ``pg``, ``pagenum``…, ``/page/N``), and links in a pagination widget that keep the listing's
-  path and filters. Sort/filter/view/page-size variants change other parameters, so they are
-  not pagination.
+  ``pg``, ``pagenum``…, ``/page/N``) and in values that carry that number (``ref=sr_pg_3``),
+  and links in a pagination widget that keep the listing's path and filters.
+  Sort/filter/view/page-size variants change other parameters, so they are not pagination.
 - product: detail-page URL shapes (``/p/``, ``/product/``, ``/products/``, ``/dp/``,
-  ``-p-123``, ``/item/``), product cards of listings and recommendation rows, and JSON-LD
-  ``ItemList`` members. Cart, wishlist, compare, quick-view, offer and brand URLs never are.
+  ``-p-123``, ``/item/``, ``?pid=``, ``?id_product=``, ``&product_id=``), product cards of
+  listings and recommendation rows, and JSON-LD ``ItemList`` members. Cart, wishlist, compare,
+  quick-view, offer and brand URLs never are, nor links styled as those actions (their class).
 
-Cart/checkout/wishlist/compare/logout URLs change state on the shop and are dropped.
+Cart/checkout/wishlist/compare/logout URLs (also Warenkorb, panier, carrito…) change state on
+the shop and are dropped.
 """
 
 from __future__ import annotations
@@ -37,18 +39,29 @@ PAGE_PARAMS = frozenset(
 CURSOR_PARAMS = frozenset({"cursor", "after", "before", "page_token", "pagetoken", "from"})
 _PAGE_SEGMENT = re.compile(r"/page[/-](\d+)/?$", re.I)
 _PRODUCT_URL = re.compile(
-    r"/(?:p|product|products|dp|item|items|itm|ip)/[^/?#]+|/gp/product/|-p-\d+", re.I
+    r"/(?:p|product|products|dp|item|items|itm|ip)/[^/?#]+|/gp/product/|-p-\d+"
+    # query-string shops: ColorMe (?pid=), PrestaShop (?id_product=), OpenCart (&product_id=)
+    r"|[?&](?:pid|product_id|id_product|productid)=\w",
+    re.I,
 )
 _NOT_PRODUCT = re.compile(
     r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|[/?&](?:cart|basket|checkout|wishlists?|wish-list"
     r"|compare|login|logout|account|signin|register)\b|quick[-_]?(?:view|shop|look)"
     r"|[?&]view=quick|/offer-listing|/offers?(?:/|$|\?)|/reviews?(?:/|$|\?)|/write-review"
-    r"|/brands?/|[?&]action=",
+    r"|/brands?/|[?&]action=|/(?:merkzettel|wunschliste|favoris|favoritos|preferiti)(?:/|$|\?)",
     re.I,
 )
 _ACTION = re.compile(
     r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|/(?:cart|basket|checkout|wishlists?|compare"
-    r"|logout|signout)(?:/|$|\?)|[?&](?:add-to-cart|add_to_wishlist|action=add)",
+    r"|logout|signout|warenkorb|panier|carrito|carrello|winkelwagen|koszyk|kosik)(?:/|$|\?)"
+    r"|[?&](?:add-to-cart|add_to_wishlist|action=add)",
+    re.I,
+)
+# A link styled as a shop action (buy, wish list, compare, quick view): never the product link
+# of its card, whatever the language of its URL.
+_ACTION_CLASS = re.compile(
+    r"(?:^|[\s_-])(?:add-?to-?(?:cart|basket|bag|wishlist)|wishlist|wish-list|compare"
+    r"|quick-?view|quick-?shop|btn-buy|buy-?now|cart)(?:$|[\s_-])",
     re.I,
 )
 _REL_PAGINATION = frozenset({"next", "prev", "previous", "first", "last"})
@@ -72,6 +85,8 @@ _PAGERS = (
     '[class*="pager" i]',
     '[class*="paging" i]',
 )
+# A pager's own links, when the widget's classes sit on them (Amazon's s-pagination-item).
+_PAGER_LINKS = 'a[href]:is([class*="pagination" i], [class*="pager" i], [class*="paging" i])'
 
 
 def _links_inside(ancestors: tuple[str, ...]) -> str:
@@ -86,6 +101,7 @@ HINTS = (
     ('a[href]:is([class*="product-card" i], [class*="product-tile" i], [class*="product-item" i])',
      "card"),
     (_links_inside(_PAGERS), "pager"),
+    (_PAGER_LINKS, "pager"),
     ('a[href]:is([class*="load-more" i], [class*="loadmore" i], [class*="next" i], '
      '[class*="prev" i])', "pager"),
 )  # fmt: skip
@@ -187,6 +203,8 @@ def extract_links(
         mem_id = node.mem_id
         if rel and not _REL_PAGINATION.isdisjoint(rel.lower().split()):
             add(attrs.get("href"), "rel", mem_id)
+        elif (cls := attrs.get("class")) and _ACTION_CLASS.search(cls):
+            add(attrs.get("href"), "action", mem_id)
         else:
             add(attrs.get("href"), hints.get(mem_id), mem_id)
     for node in _css(tree, "link[rel][href]"):
@@ -254,7 +272,7 @@ def _classify(
         return "pagination"
     if facts[2]:
         return None
-    if rules.product is None and not facts[3]:
+    if rules.product is None and not facts[3] and hint != "action":
         if facts[4]:
             return "product"
         if hint in ("card", "jsonld") and facts[1][:2] != here[:2]:
@@ -294,9 +312,20 @@ def _paginates(cand: tuple, cur: tuple, hint: str | None) -> bool:
     """Same listing (origin, path, filters), another page number — or a pager's cursor link."""
     if cand[0] != cur[0] or cand[1] != cur[1]:
         return False
-    if cand[2] == cur[2] and cand[3] != cur[3] and (cand[3] is None or cand[3].isdigit()):
+    other_page = cand[3] != cur[3] and (cand[3] is None or cand[3].isdigit())
+    if other_page and (cand[2] == cur[2] or _page_masked(cand) == _page_masked(cur)):
         return True
     return hint == "pager" and cand[4] == cur[4]
+
+
+def _page_masked(key: tuple) -> tuple:
+    """The other parameters with the page's own number masked in their values: a marketplace's
+    ``ref=sr_pg_3`` on page 3 is the same listing as ``ref=sr_pg_2`` on page 2."""
+    page = key[3]
+    if not page:
+        return key[2]
+    number = re.compile(rf"(?<!\d){page}(?!\d)")
+    return tuple((k, number.sub("#", v)) for k, v in key[2])
 
 
 @lru_cache(maxsize=16384)
