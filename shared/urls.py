@@ -1,8 +1,10 @@
 """URL canonicalisation: one spelling per page, so the frontier and the products dedupe.
 
-``canonicalize`` follows w3lib's ``canonicalize_url`` (sorted query, normalised percent
-encoding, IDNA host, no fragment) and adds what a crawler of shops needs on top: tracking
-parameters stripped, default ports dropped, anything but http(s) refused.
+``canonicalize`` spells a URL as a browser sends it (w3lib's ``safe_url_string``: percent
+encoding, IDNA host), lowercases scheme and host, resolves dot segments, drops the fragment and
+the default port, strips tracking parameters and refuses anything but http(s). The query keeps
+its parameters in the order written: the link is the one the page gives (a sorted query is a
+URL no page shows, and some servers route on the order).
 
 w3lib costs ~45 µs a URL and ``urljoin`` another ~12 µs; a listing page has hundreds of links,
 so plain ASCII URLs take a hand-written fast path that yields the same string (a unit test holds
@@ -15,7 +17,7 @@ import re
 from functools import lru_cache
 from urllib.parse import urljoin, urlsplit
 
-from w3lib.url import canonicalize_url
+from w3lib.url import safe_url_string
 
 TRACKING_PARAMS = frozenset({"gclid", "fbclid", "msclkid", "srsltid", "mc_cid", "mc_eid"})
 TRACKING_PREFIXES = ("utm_",)
@@ -23,7 +25,7 @@ DEFAULT_PORTS = {"http": "80", "https": "443"}
 
 # Characters that w3lib leaves untouched in a path / in a query key or value.
 _SAFE_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
-_SAFE_QUERY_PART = re.compile(r"[A-Za-z0-9._~-]*")
+_SAFE_QUERY_PART = re.compile(r"[A-Za-z0-9._~/:,-]*")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
@@ -131,7 +133,7 @@ def _fast_canonical(url: str) -> str | None:
     out = f"{scheme}://{host}{path}"
     if not qmark or not query:
         return out
-    pairs: list[tuple[str, str]] = []
+    kept: list[str] = []
     for part in query.split("&"):
         if not part:
             continue
@@ -139,25 +141,39 @@ def _fast_canonical(url: str) -> str | None:
         if not _SAFE_QUERY_PART.fullmatch(key) or not _SAFE_QUERY_PART.fullmatch(value):
             return None
         if not is_tracking_param(key):
-            pairs.append((key, value))
-    if not pairs:
-        return out
-    pairs.sort()
-    return out + "?" + "&".join(f"{k}={v}" for k, v in pairs)
+            kept.append(part)
+    return out + "?" + "&".join(kept) if kept else out
 
 
 def _slow_canonical(url: str) -> str | None:
-    canon = canonicalize_url(url)
-    parts = urlsplit(canon)
+    parts = urlsplit(safe_url_string(url))
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS or not parts.hostname:
         return None
-    netloc = parts.netloc.lower()
+    netloc = parts.netloc.lower().rstrip(".")
     if parts.port is not None and str(parts.port) == DEFAULT_PORTS[scheme]:
         netloc = netloc.rsplit(":", 1)[0]
-    query = parts.query
-    if query:
-        kept = [p for p in query.split("&") if not is_tracking_param(p.partition("=")[0])]
-        query = "&".join(kept)
-    path = parts.path or "/"
-    return f"{scheme}://{netloc}{path}" + (f"?{query}" if query else "")
+    kept = [p for p in parts.query.split("&") if p and not is_tracking_param(p.partition("=")[0])]
+    path = _without_dot_segments(parts.path) or "/"
+    return f"{scheme}://{netloc}{path}" + ("?" + "&".join(kept) if kept else "")
+
+
+def _without_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4: ``/a/./b/../c`` → ``/a/c``."""
+    if "/." not in path:
+        return path
+    out: list[str] = []
+    segments = path.split("/")
+    for i, seg in enumerate(segments):
+        last = i == len(segments) - 1
+        if seg == ".":
+            if last:
+                out.append("")
+        elif seg == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(seg)
+    return "/".join(out)

@@ -34,26 +34,31 @@ from shared.urls import canonicalize, host_of
 
 PAGE_PARAMS = frozenset(
     {"page", "p", "pg", "pagenum", "page_num", "pagenumber", "pageno", "page_no", "paged",
-     "pn", "currentpage", "offset", "start"}
+     "pn", "currentpage", "pageindex", "page_index", "pagenr", "offset", "start",
+     "seite", "pagina", "strona", "sayfa", "sida", "side", "sivu", "oldal"}
 )  # fmt: skip
 CURSOR_PARAMS = frozenset({"cursor", "after", "before", "page_token", "pagetoken", "from"})
 _PAGE_SEGMENT = re.compile(r"/page[/-](\d+)/?$", re.I)
 _PRODUCT_URL = re.compile(
-    r"/(?:p|product|products|dp|item|items|itm|ip)/[^/?#]+|/gp/product/|-p-\d+"
+    r"/(?:p|product|products|dp|item|items|itm|ip|produkt|produkte|produit|produits|producto"
+    r"|productos|produto|produtos|prodotto|prodotti|tuote|urun)/[^/?#]+|/gp/product/|-p-\d+"
     # query-string shops: ColorMe (?pid=), PrestaShop (?id_product=), OpenCart (&product_id=)
-    r"|[?&](?:pid|product_id|id_product|productid)=\w",
+    r"|[?&](?:pid|product_id|id_product|productid)=\w"
+    r"|(?<!\d)97[89]\d{10}(?!\d)",  # an ISBN-13 in the path: a book's page
     re.I,
 )
 _NOT_PRODUCT = re.compile(
     r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|[/?&](?:cart|basket|checkout|wishlists?|wish-list"
     r"|compare|login|logout|account|signin|register)\b|quick[-_]?(?:view|shop|look)"
     r"|[?&]view=quick|/offer-listing|/offers?(?:/|$|\?)|/reviews?(?:/|$|\?)|/write-review"
-    r"|/brands?/|[?&]action=|/(?:merkzettel|wunschliste|favoris|favoritos|preferiti)(?:/|$|\?)",
+    r"|/brands?/|[?&]action=|/(?:merkzettel|wunschliste|favoris|favoritos|preferiti)(?:/|$|\?)"
+    r"|[/_-]compare(?:/|$|\?)",
     re.I,
 )
 _ACTION = re.compile(
     r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|/(?:cart|basket|checkout|wishlists?|compare"
     r"|logout|signout|warenkorb|panier|carrito|carrello|winkelwagen|koszyk|kosik)(?:/|$|\?)"
+    r"|/product_compare/|/wishlist/index/add"
     r"|[?&](?:add-to-cart|add_to_wishlist|action=add)",
     re.I,
 )
@@ -312,7 +317,11 @@ def _paginates(cand: tuple, cur: tuple, hint: str | None) -> bool:
     """Same listing (origin, path, filters), another page number — or a pager's cursor link."""
     if cand[0] != cur[0] or cand[1] != cur[1]:
         return False
-    other_page = cand[3] != cur[3] and (cand[3] is None or cand[3].isdigit())
+    # The listing's plain URL is its page 1 only where a pager shows it; elsewhere on a later
+    # page (the menu, the breadcrumb) it is the category link.
+    other_page = cand[3] != cur[3] and (
+        cand[3].isdigit() if cand[3] is not None else cur[3] is None or hint == "pager"
+    )
     if other_page and (cand[2] == cur[2] or _page_masked(cand) == _page_masked(cur)):
         return True
     return hint == "pager" and cand[4] == cur[4]
@@ -344,6 +353,7 @@ def _listing_key(url: str) -> tuple[str, str, tuple, str | None, tuple]:
             page = value or page
         else:
             others.append((key, value))
+    others.sort()  # a comparison key: the order a page writes its parameters in is noise
     no_cursor = tuple(p for p in others if p[0].lower() not in CURSOR_PARAMS)
     return origin, path.rstrip("/"), tuple(others), page, no_cursor
 

@@ -119,7 +119,7 @@ async def test_graphql_and_shopify_sources_crawl_every_option(
     assert post["headers"]["Accept"] == "application/json"
     # Shopify: pages 1..9, the ninth short (60 = 8 × 7 + 4).
     listing = [r["path"] for r in shop.request_log if r["path"].startswith("/products.json")]
-    assert listing == [f"/products.json?limit=7&page={n}" for n in range(1, 10)]
+    assert listing == [f"/products.json?page={n}&limit=7" for n in range(1, 10)]  # as written
     # The job counts products, not pages: the refresher waited for every one.
     assert gql["job"]["counters"]["products"] == len(truth)
     assert gql["refresh"]["applied"] == len(truth)
