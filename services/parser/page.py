@@ -39,8 +39,20 @@ _FIELD_NAMES = ("sku", "gtin", "mpn", "name", "brand", "price", "sale_price", "c
 # and a price: listings have many buy buttons, articles and soft-404s none.
 _BUY = (
     'form[action*="cart" i] [type="submit"], form[action*="cart" i] button, '
+    'form[action*="basket" i] [type="submit"], form[action*="basket" i] button, '
     'button[name="add-to-cart" i], [class*="add-to-cart" i], [class*="addtocart" i], '
-    '[id*="add-to-cart" i], [data-action*="add-to-cart" i]'
+    '[class*="add-to-basket" i], [class*="add-to-bag" i], [id*="add-to-cart" i], '
+    '[data-action*="add-to-cart" i]'
+)
+# A buy button known by its words, when its markup says nothing (hashed CSS-module classes).
+_BUTTONS = 'button, input[type="submit"], a[role="button"], [class*="btn" i]'
+_BUY_WORDS = re.compile(
+    r"add to (?:cart|basket|bag|trolley)|buy now|in den (?:warenkorb|einkaufswagen)"
+    r"|ajouter au panier|añadir al carrito|agregar al carrito|aggiungi al carrello"
+    r"|adicionar (?:ao|à) (?:carrinho|sacola)|in (?:de )?winkelwagen|dodaj do koszyka"
+    r"|do košíku|lägg i varukorgen|læg i kurv|legg i handlekurv|lisää ostoskoriin|sepete ekle"
+    r"|カートに入れる|カートに追加|加入购物车|加入購物車|장바구니 담기",
+    re.I,
 )
 _PRICE = '[class*="price" i], [id*="price" i]'
 _NOT_CURRENT = ("old", "was", "regular", "compare", "strike", "list", "rrp", "msrp", "save")
@@ -164,15 +176,24 @@ def _product(
         decided = len(levels) - 1
     fields = merge(levels, decided=decided)
     fields.update(custom)
+    og_url = meta.first("og:url") if meta is not None else None
     return _to_product(
-        fields, canonical=canonical if "url" not in custom else None, url=url, base=base
+        fields,
+        canonical=canonical if "url" not in custom else None,
+        og_url=og_url,
+        url=url,
+        base=base,
     )
 
 
-def _to_product(fields: Fields, *, canonical: str | None, url: str, base: str) -> Product | None:
+def _to_product(
+    fields: Fields, *, canonical: str | None, og_url: str | None, url: str, base: str
+) -> Product | None:
+    # canonical > the chosen source's url > og:url (whatever source was chosen) > fetched URL
     page_url = (
         canonical
         or canonicalize(fields.get("url") or "", base)
+        or canonicalize(og_url or "", base)
         or canonicalize(url)
         or url.partition("#")[0]
     )
@@ -261,7 +282,7 @@ def _source_says_product(tree: LexborHTMLParser, url: str, source: Source | None
 
 def _visible_fields(tree: LexborHTMLParser) -> Fields:
     titles = tree.css("h1")
-    if len(titles) != 1 or not 1 <= len(tree.css(_BUY)) <= 2:
+    if len(titles) != 1 or not 1 <= _buy_buttons(tree) <= 2:
         return {}
     name = " ".join(titles[0].text(deep=True, separator=" ").split())
     for node in tree.css(_PRICE)[:20]:
@@ -278,6 +299,19 @@ def _visible_fields(tree: LexborHTMLParser) -> Fields:
                 out["currency"] = currency
             return out
     return {}
+
+
+def _buy_buttons(tree: LexborHTMLParser) -> int:
+    """How many add-to-cart controls the page has: by markup, else by their words."""
+    marked = len({node.mem_id for node in tree.css(_BUY)})  # one button can match twice
+    if marked:
+        return marked
+    worded = 0
+    for node in tree.css(_BUTTONS)[:300]:
+        words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
+        if len(words) < 60 and _BUY_WORDS.search(words):
+            worded += 1
+    return worded
 
 
 def _struck(node: LexborNode) -> bool:

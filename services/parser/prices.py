@@ -90,6 +90,8 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("S$", "SGD"),
     ("R$", "BRL"),
     ("MX$", "MXN"),
+    ("CN¥", "CNY"),
+    ("JP¥", "JPY"),
     ("€", "EUR"),
     ("£", "GBP"),
     ("¥", "JPY"),
@@ -106,8 +108,7 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("zł", "PLN"),
     ("Kč", "CZK"),
     ("元", "CNY"),
-    ("$", "USD"),  # ambiguous; USD is the documented default for a lone "$"
-)
+)  # A lone "$" is not here: dollars of a dozen countries share it (the rule: "unambiguous").
 _CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
 
 

@@ -18,7 +18,9 @@ from services.parser.prices import (
     ("text", "price", "currency"),
     [
         ("1.299,00", "1299.00", None),
-        ("$1,049.99", "1049.99", "USD"),
+        ("$1,049.99", "1049.99", None),  # "$": a dozen countries' dollars
+        ("US$1,049.99", "1049.99", "USD"),
+        ("C$ 24.00", "24.00", "CAD"),
         ("1 049,00 €", "1049.00", "EUR"),
         ("1\u202f049,00\u00a0€", "1049.00", "EUR"),
         ("¥3,980", "3980.00", "JPY"),
@@ -30,7 +32,7 @@ from services.parser.prices import (
         ("12.345.678", "12345678.00", None),
         ("0.125", "0.125", None),
         ("19.990", "19.99", None),
-        ("From $19.99 - $29.99", "19.99", "USD"),
+        ("From $19.99 - $29.99", "19.99", None),
     ],
 )
 def test_localized_prices(text: str, price: str, currency: str | None) -> None:
@@ -53,7 +55,8 @@ def test_structured_numbers_are_read_as_written() -> None:
 def test_currency_codes_and_symbols() -> None:
     assert normalize_currency("eur") == "EUR"
     assert normalize_currency("€") == "EUR"
-    assert normalize_currency("$") == "USD"
+    assert normalize_currency("$") is None  # ambiguous: the rule wants an unambiguous symbol
+    assert normalize_currency("US$") == "USD"
     assert normalize_currency(None) is None
 
 
