@@ -9,6 +9,7 @@ selector queries; a property finds its owner by climbing to the nearest scope an
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -30,6 +31,16 @@ _URL_ATTR = {
     "data": "value",
     "meter": "value",
 }
+# Containers of other products' tiles: a scope inside one is marked ``TILE``, and the product
+# logic passes it over when one unmarked product remains (rule 1: recommendation tiles do not
+# make a product page).
+_TILE_CONTAINER = re.compile(
+    r"recommend|related|cross-?sell|up-?sell|also-?(?:bought|viewed|like)|recently|similar"
+    r"|you-?may|suggest|carousel|accessor",
+    re.I,
+)
+TILE = "@tile"
+_TILE_CLIMB = 12  # ancestors looked at
 # RDFa in <head> that belongs to OpenGraph/Twitter, not to schema.org items.
 _META_PREFIXES = ("og:", "product:", "fb:", "twitter:", "article:", "al:")
 
@@ -52,6 +63,8 @@ def _walk(tree: LexborHTMLParser, *, scope: str, prop: str, kind: str, ident: st
     for node in scope_nodes:
         attrs = node.attributes
         item: dict[str, Any] = {"@type": (attrs.get(kind) or "").split()}
+        if _in_tile_container(node):
+            item[TILE] = True
         node_id = attrs.get(ident)
         if node_id:
             item["@id"] = node_id
@@ -86,6 +99,19 @@ def _prop_name(raw: str) -> str | None:
     if raw.startswith(_META_PREFIXES):
         return None
     return raw.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].rsplit("#", 1)[-1]
+
+
+def _in_tile_container(node: LexborNode) -> bool:
+    parent = node.parent
+    for _ in range(_TILE_CLIMB):
+        if parent is None or not parent.is_element_node:
+            return False
+        attrs = parent.attributes
+        marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+        if marks.strip() and _TILE_CONTAINER.search(marks):
+            return True
+        parent = parent.parent
+    return False
 
 
 def _owner(node: LexborNode, scope: str) -> LexborNode | None:

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from services.parser.availability import best_availability, normalize_availability
 from services.parser.jsonld import Forest, resolve, types_of
 from services.parser.metatags import Fields
+from services.parser.microdata import TILE
 from services.parser.prices import Quote, format_price, lowest, offer_quotes
 from shared.urls import canonicalize
 
@@ -80,7 +81,11 @@ def select_main(forest: Forest, page_urls: set[str]) -> Verdict:
         return Verdict("product", candidates[0])
     if len(candidates) > 1:
         matching = [c for c in candidates if _node_urls(c) & page_urls]
-        return Verdict("product", matching[0]) if len(matching) == 1 else NONE
+        if len(matching) == 1:
+            return Verdict("product", matching[0])
+        # Microdata/RDFa tiles inside a recommendations block are not of equal standing.
+        untiled = [c for c in candidates if not c.get(TILE)]
+        return Verdict("product", untiled[0]) if len(untiled) == 1 else NONE
     if forest.broken == 0 and any(types_of(r) & (NOT_PRODUCT_PAGES - {"itemlist"}) for r in roots):
         return VETO
     return NONE
