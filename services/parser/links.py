@@ -81,6 +81,7 @@ _CARDS = (
     '[class*="product_item" i]',
     '[class*="product-grid-item" i]',
     "ul.products > li",
+    "li.product",
     "[data-product-id]",
     '[itemtype*="ItemList" i] [itemtype*="schema.org/Product" i]',
 )
@@ -114,10 +115,12 @@ HINTS = (
 # mentions them at all.
 DATA_NEXT = (
     "[data-next-url], [data-next-page-url], [data-next-href], [data-next], [data-next-page], "
-    "[data-load-more-url], [data-url][class*=more i], [data-href][class*=more i]"
+    "[data-load-more-url], [data-load-more], [data-url][class*=more i], [data-href][class*=more i]"
 )
-_DATA_NEXT_ATTRS = ("data-next-url", "data-next-page-url", "data-next-href", "data-load-more-url",
-                    "data-next", "data-next-page", "data-url", "data-href")  # fmt: skip
+_DATA_NEXT_ATTRS = (
+    "data-next-url", "data-next-page-url", "data-next-href", "data-load-more-url",
+    "data-load-more", "data-next", "data-next-page", "data-url", "data-href",
+)  # fmt: skip
 _JSON_NEXT = re.compile(
     r'"(?:next_?page_?url|next_?url|next_?page_?link|next_?link|next_?href|load_?more_?url)"'
     r'\s*:\s*"([^"\s]{1,2000})"',
@@ -174,6 +177,9 @@ def extract_links(
     for selector, hint in HINTS:
         for node in _css(tree, selector):
             hints.setdefault(node.mem_id, hint)
+    anchors = _css(tree, "a[href], area[href]")[:MAX_ANCHORS]  # a hostile page has a million
+    for mem_id in _cards_by_their_actions(anchors, base_url, hints):
+        hints.setdefault(mem_id, "card")
     rule_hits = {
         kind: _selected(tree, rule.css)
         for kind, rule in (("product", rules.product), ("pagination", rules.pagination))
@@ -201,14 +207,13 @@ def extract_links(
         if previous is None or previous == "page":
             found[url] = kind
 
-    # A hostile page can hold a million links: read the first MAX_ANCHORS only.
-    for node in _css(tree, "a[href], area[href]")[:MAX_ANCHORS]:
+    for node in anchors:
         attrs = node.attributes
         rel = attrs.get("rel")
         mem_id = node.mem_id
         if rel and not _REL_PAGINATION.isdisjoint(rel.lower().split()):
             add(attrs.get("href"), "rel", mem_id)
-        elif (cls := attrs.get("class")) and _ACTION_CLASS.search(cls):
+        elif _is_action_class(attrs.get("class")):
             add(attrs.get("href"), "action", mem_id)
         else:
             add(attrs.get("href"), hints.get(mem_id), mem_id)
@@ -238,6 +243,64 @@ def extract_links(
             if found.get(url) == "product":
                 found[url] = "page"
     return [Link(url=url, kind=kind) for url, kind in found.items()][:MAX_LINKS]
+
+
+MAX_ACTIONS = 200  # action links looked at for cards: a listing's first 50–100 cards
+
+
+def _cards_by_their_actions(
+    anchors: list[LexborNode], base_url: str, hints: dict[int, str]
+) -> set[int]:
+    """Links of product cards known by their actions, whatever the card's class: the nearest
+    ancestor of an add-to-cart (compare, wish list…) link that holds one other URL is a card,
+    and that URL (image and title link) its product. Climbs at most four levels; an ancestor
+    holding several other URLs is the grid, not a card. An action inside a card its class
+    already marks needs no climb."""
+    out: set[int] = set()
+    climbed: set[int] = set()
+    actions = 0
+    for node in anchors:
+        if node.mem_id in hints:
+            continue
+        attrs = node.attributes
+        if not (_is_action(attrs.get("href")) or _is_action_class(attrs.get("class"))):
+            continue
+        actions += 1
+        if actions > MAX_ACTIONS:
+            break
+        parent = node.parent
+        for _ in range(4):
+            if parent is None or parent.tag in ("body", "html") or parent.mem_id in climbed:
+                break
+            climbed.add(parent.mem_id)
+            others: dict[str, list[int]] = {}
+            for link in parent.css("a[href]"):
+                raw = link.attributes.get("href") or ""
+                if link.mem_id == node.mem_id or _is_action(raw):
+                    continue
+                if _is_action_class(link.attributes.get("class")):
+                    continue
+                url = canonicalize(raw, base_url)
+                if url is not None:
+                    others.setdefault(url, []).append(link.mem_id)
+            if len(others) == 1:
+                out.update(next(iter(others.values())))
+                break
+            if len(others) > 1:
+                break
+            parent = parent.parent
+    return out
+
+
+# Hrefs and class lists repeat on every page of a site (navigation, card markup): memoised.
+@lru_cache(maxsize=65536)
+def _is_action(href: str | None) -> bool:
+    return bool(href) and _ACTION.search(href) is not None  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=4096)
+def _is_action_class(classes: str | None) -> bool:
+    return bool(classes) and _ACTION_CLASS.search(classes) is not None  # type: ignore[arg-type]
 
 
 Facts = tuple[str, tuple, bool, bool, bool]
