@@ -63,7 +63,7 @@ def _walk(tree: LexborHTMLParser, *, scope: str, prop: str, kind: str, ident: st
     for node in scope_nodes:
         attrs = node.attributes
         item: dict[str, Any] = {"@type": (attrs.get(kind) or "").split()}
-        if _in_tile_container(node):
+        if prop not in attrs and _in_tile_container(node):  # only a root can be a tile
             item[TILE] = True
         node_id = attrs.get(ident)
         if node_id:

@@ -72,23 +72,8 @@ async def count_misses(
         seen,
         job_id,
     )
-    rate = await failure_rate(conn, job_id)
-    if rate > source.refresh.max_failure_rate:
-        reason = f"failure rate {rate:.0%} over {source.refresh.max_failure_rate:.0%}"
-        await conn.execute("UPDATE miss_counts SET reason = $2 WHERE job_id = $1", job_id, reason)
-        return MissReport(counted=False, reason=reason, seen=len(seen))
-    if await conn.fetchval("SELECT partial FROM jobs WHERE id = $1", job_id):
-        # Its trigger named its own seeds or keywords: the rest of the catalog was not asked for.
-        reason = "a partial crawl: its trigger named its own seeds or keywords"
-        await conn.execute("UPDATE miss_counts SET reason = $2 WHERE job_id = $1", job_id, reason)
-        return MissReport(counted=False, reason=reason, seen=len(seen))
-    stopped = await conn.fetchval(
-        "SELECT 1 FROM entries WHERE job_id = $1 AND parse_error LIKE 'pagination guard%' LIMIT 1",
-        job_id,
-    )
-    if stopped:
-        # The listing ended early: products past the guard were never asked for.
-        reason = "an API listing stopped at a pagination guard"
+    reason = await _reason_not_to_count(conn, job_id, source)
+    if reason is not None:
         await conn.execute("UPDATE miss_counts SET reason = $2 WHERE job_id = $1", job_id, reason)
         return MissReport(counted=False, reason=reason, seen=len(seen))
     failed_urls = [r["url"] for r in await conn.fetch(_FAILED_URLS, job_id)]
@@ -137,3 +122,21 @@ async def count_misses(
         report.delisted,
     )
     return report
+
+
+async def _reason_not_to_count(conn: asyncpg.Connection, job_id: int, source: Source) -> str | None:
+    """Why this job's end says nothing about the products it did not see, if it does not."""
+    rate = await failure_rate(conn, job_id)
+    if rate > source.refresh.max_failure_rate:
+        return f"failure rate {rate:.0%} over {source.refresh.max_failure_rate:.0%}"
+    if await conn.fetchval("SELECT partial FROM jobs WHERE id = $1", job_id):
+        # Its trigger named its own seeds or keywords: the rest of the catalog was not asked for.
+        return "a partial crawl: its trigger named its own seeds or keywords"
+    stopped = await conn.fetchval(
+        "SELECT 1 FROM entries WHERE job_id = $1 AND parse_error LIKE 'pagination guard%' LIMIT 1",
+        job_id,
+    )
+    if stopped:
+        # The listing ended early: products past the guard were never asked for.
+        return "an API listing stopped at a pagination guard"
+    return None
