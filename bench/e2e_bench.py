@@ -28,16 +28,16 @@ from urllib.request import urlopen
 
 import asyncpg
 
+from control.client import TrawlClient
+from control.supervisor import Supervisor, parse_scale
 from migrations.runner import migrate
 from services.scheduler.catalog import save_source
 from shared.bus import connect
-from shared.client import TrawlClient
 from shared.db import open_pool
 from shared.names import Names
 from shared.provision import teardown
 from shared.settings import Settings
 from shared.sources import source_from_dict
-from shared.supervisor import Supervisor, parse_scale
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
 TICK = os.sysconf("SC_CLK_TCK")

@@ -12,23 +12,9 @@ from typing import Literal
 
 import msgspec
 
-VERSION = 1
+from schemas.outcomes import Outcome
 
-Outcome = Literal[
-    "ok",
-    "not_modified",
-    "gone",
-    "rejected",
-    "blocked",
-    "server_error",
-    "timeout",
-    "network_error",
-    "robots_disallowed",
-    "unsafe_url",
-    "no_proxy",
-]
-OUTCOMES: tuple[str, ...] = Outcome.__args__  # type: ignore[attr-defined]
-RETRYABLE_OUTCOMES = frozenset({"blocked", "server_error", "timeout", "network_error", "no_proxy"})
+VERSION = 1
 
 LinkKind = Literal["seed", "search", "sitemap", "pagination", "product", "page", "image"]
 Availability = Literal[

@@ -18,7 +18,7 @@ from urllib.parse import quote
 import msgspec
 
 from schemas.messages import ApiRequest
-from shared.source_model import Api
+from schemas.source import Api
 
 PLACEHOLDERS = ("page", "per_page", "offset", "cursor", "keyword")
 PLACEHOLDER = re.compile(r"\{([A-Za-z_]+)\}")

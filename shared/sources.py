@@ -1,4 +1,4 @@
-"""Loading and validating source definitions (YAML or JSON) into ``shared.source_model.Source``.
+"""Loading and validating source definitions (YAML or JSON) into ``schemas.source.Source``.
 
 Every problem is reported as ``file:line: field.path: what is wrong``. Types are checked by
 msgspec; its error path (``$.pacing.min_delay``) is mapped back to a line through a small
@@ -31,9 +31,9 @@ import msgspec
 import yaml
 
 from schemas.messages import Product
+from schemas.source import API_PRESETS, LinkRule, Source
 from shared.errors import SourceError
 from shared.schedule_spec import parse_schedule
-from shared.source_model import API_PRESETS, LinkRule, Source
 from shared.urls import host_of
 
 FieldPath = tuple[str | int, ...]

@@ -12,6 +12,7 @@ import aiohttp
 from multidict import CIMultiDict
 from yarl import URL
 
+from schemas.outcomes import classify_status
 from services.fetcher.guard import (
     Allowlist,
     GuardedResolver,
@@ -20,7 +21,6 @@ from services.fetcher.guard import (
     unsafe_cause,
 )
 from services.fetcher.proxies import Proxy
-from services.scheduler.retry import classify_status
 
 REDIRECTS = (301, 302, 303, 307, 308)
 CHUNK = 64 * 1024

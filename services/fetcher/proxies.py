@@ -30,28 +30,13 @@ from nats.js.errors import BucketNotFoundError, KeyNotFoundError
 from nats.js.kv import KeyValue
 from yarl import URL
 
+from schemas.records import ACTIVE_KEY, ActiveProxies, ProxyEntry, decode_active
+
 log = logging.getLogger("trawl.fetcher.proxies")
 
 T = TypeVar("T")
 
-ACTIVE_KEY = "active"  # the one key of the bucket: the whole active list, written at once
 RECHECK = 5.0  # seconds of watch silence after which the key is re-read (a broken watcher)
-
-
-class ProxyEntry(msgspec.Struct, frozen=True):
-    """One proxy as the scheduler publishes it (``url`` may hold credentials)."""
-
-    id: int
-    url: str
-
-
-class ActiveProxies(msgspec.Struct, frozen=True):
-    proxies: list[ProxyEntry] = []
-    at: float = 0.0
-
-
-encode_active = msgspec.json.Encoder().encode
-decode_active = msgspec.json.Decoder(ActiveProxies).decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +66,6 @@ class Proxy:
         for secret in self.secrets:
             text = text.replace(secret, "***")
         return text
-
-
-def mask_url(url: str) -> str:
-    """A proxy URL fit for logs and listings: ``http://user:***@host:port``."""
-    try:
-        parsed = URL(url)
-    except ValueError:
-        return "<invalid url>"
-    if parsed.password is not None:
-        parsed = parsed.with_password("***")
-    return str(parsed)
 
 
 def pick(proxies: list[Proxy], session: str, generation: int) -> Proxy | None:

@@ -23,10 +23,10 @@ import msgspec
 from jmespath.parser import ParsedResult
 
 from schemas.messages import ApiRequest, Availability, Link, Product
+from schemas.source import Api, ApiMapping
 from services.parser.availability import best_availability, normalize_availability
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from shared.api_template import next_request
-from shared.source_model import Api, ApiMapping
 from shared.urls import canonicalize
 
 MAX_ITEMS = 10_000  # items read from one page; more is a broken or hostile response

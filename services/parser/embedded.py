@@ -8,8 +8,8 @@ import logging
 from selectolax.lexbor import LexborHTMLParser
 
 from schemas.messages import Product
+from schemas.source import ApiMapping
 from services.parser.api_mapping import ApiError, decode_json, items_of, map_items
-from shared.source_model import ApiMapping
 
 log = logging.getLogger(__name__)
 

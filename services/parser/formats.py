@@ -8,11 +8,11 @@ from __future__ import annotations
 import msgspec
 
 from schemas.messages import ApiRequest, Link, Product
+from schemas.source import Source
 from services.parser.api_mapping import looks_like_json, parse_api
 from services.parser.embedded import embedded_products
 from services.parser.page import parse_page
 from services.parser.sitemap import is_sitemap, parse_sitemap
-from shared.source_model import Source
 
 
 class Parsed(msgspec.Struct, frozen=True, kw_only=True):

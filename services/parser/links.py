@@ -28,8 +28,8 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Link, LinkKind
+from schemas.source import LinkRule, Source
 from services.parser.jsonld import Forest, types_of
-from shared.source_model import LinkRule, Source
 from shared.urls import canonicalize, host_of
 
 PAGE_PARAMS = frozenset(

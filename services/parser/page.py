@@ -16,6 +16,7 @@ import msgspec
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Link, Product
+from schemas.source import Source
 from services.parser.availability import normalize_availability
 from services.parser.decode import decode_html
 from services.parser.jsonld import Forest
@@ -25,7 +26,6 @@ from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, select_main
-from shared.source_model import Source
 from shared.urls import canonicalize
 
 log = logging.getLogger(__name__)

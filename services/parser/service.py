@@ -12,6 +12,7 @@ import msgspec
 import nats.js.errors
 
 from schemas.messages import FetchResult, ParseResult
+from schemas.source import Source
 from services.parser.formats import parse_payload
 from shared import names as n
 from shared.bus import publish
@@ -19,7 +20,6 @@ from shared.consumer import Delivery
 from shared.errors import Retry
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.service import Runtime
-from shared.source_model import Source
 from shared.sources import source_from_dict
 
 log = logging.getLogger("trawl.parser")

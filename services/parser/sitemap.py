@@ -13,8 +13,8 @@ import re
 import zlib
 
 from schemas.messages import Link
+from schemas.source import Source
 from services.parser.links import classify_url
-from shared.source_model import Source
 from shared.urls import canonicalize
 
 MAX_DECOMPRESSED = 50 * 1024 * 1024  # the sitemap protocol's own limit

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncpg
 
-from shared.payload_index import stored_copies
 from shared.urls import canonicalize
 
 # Most image URLs are stored exactly as the product names them (already canonical).
@@ -48,3 +47,14 @@ async def link_images(conn: asyncpg.Connection, job_id: int, source: str) -> int
     refs = [stored.get(canon[k]) if canon[k] else None for k in keys]
     status = await conn.execute(_SET, source, keys, refs)
     return changed + int(status.rsplit(" ", 1)[-1])
+
+
+async def stored_copies(conn: asyncpg.Connection, source: str, urls: list[str]) -> dict[str, str]:
+    """Canonical URL → payload ref of the URLs the source has a stored copy of (url_state)."""
+    rows = await conn.fetch(
+        "SELECT url, payload_ref FROM url_state WHERE source = $1 AND url = ANY($2::text[]) "
+        "AND payload_ref IS NOT NULL",
+        source,
+        urls,
+    )
+    return {r["url"]: r["payload_ref"] for r in rows}

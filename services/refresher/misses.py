@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from shared.source_model import Source
+from schemas.source import Source
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from shared.source_model import Source
+from schemas.source import Source
 from shared.sources import source_to_dict
 
 

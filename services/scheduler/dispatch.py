@@ -17,12 +17,12 @@ import msgspec
 from nats.js import JetStreamContext
 
 from schemas.messages import FetchPolicy, FetchWork
+from schemas.source import Source
 from services.scheduler.jobs import JobSources
 from shared.api_template import decode_request
 from shared.bus import publish_many
 from shared.metrics import Metrics
 from shared.names import Names
-from shared.source_model import Source
 from shared.telemetry import producer_span
 
 SITEMAP_TYPES = [

@@ -11,10 +11,9 @@ import asyncpg
 import msgspec
 
 from schemas.messages import ApiRequest
+from schemas.source import Source
 from services.scheduler.priority import base_priority
 from shared.api_template import request_key
-from shared.payload_index import stored_copies
-from shared.source_model import Source
 from shared.telemetry import current_traceparent
 from shared.urls import canonicalize, host_of
 
@@ -193,3 +192,14 @@ def _lastmod(value: str) -> datetime | None:
     except ValueError:
         return None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+async def stored_copies(conn: asyncpg.Connection, source: str, urls: list[str]) -> dict[str, str]:
+    """Canonical URL → payload ref of the URLs the source has a stored copy of (url_state)."""
+    rows = await conn.fetch(
+        "SELECT url, payload_ref FROM url_state WHERE source = $1 AND url = ANY($2::text[]) "
+        "AND payload_ref IS NOT NULL",
+        source,
+        urls,
+    )
+    return {r["url"]: r["payload_ref"] for r in rows}

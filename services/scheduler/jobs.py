@@ -10,9 +10,9 @@ import asyncpg
 from nats.js import JetStreamContext
 
 from schemas.messages import JobEvent
+from schemas.source import Source
 from shared.bus import publish
 from shared.names import Names
-from shared.source_model import Source
 from shared.sources import effective_allowed_domains, source_from_dict
 
 log = logging.getLogger("trawl.scheduler.jobs")

@@ -24,7 +24,7 @@ from nats.js.errors import KeyNotFoundError
 from yarl import URL
 
 from schemas.messages import FetchResult
-from services.fetcher.proxies import (
+from schemas.records import (
     ACTIVE_KEY,
     ActiveProxies,
     ProxyEntry,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from schemas.messages import RETRYABLE_OUTCOMES
-from shared.source_model import RetryPolicy
+from schemas.outcomes import RETRYABLE_OUTCOMES
+from schemas.source import RetryPolicy
 
 
 def retry_delay(
@@ -34,18 +34,3 @@ def retry_delay(
     if retry_after is not None and retry_after > delay:
         delay = retry_after
     return max(0.0, delay)
-
-
-def classify_status(status: int) -> str:
-    """The outcome of an HTTP status (before content checks)."""
-    if status == 304:
-        return "not_modified"
-    if 200 <= status < 300:
-        return "ok"
-    if status in (404, 410):
-        return "gone"
-    if status in (403, 429):
-        return "blocked"
-    if 500 <= status < 600:
-        return "server_error"
-    return "rejected"

@@ -15,7 +15,6 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from schemas.messages import FetchResult, ParseResult, Trigger, TriggerReply
-from services.scheduler.api import serve_api
 from services.scheduler.dispatch import Dispatcher
 from services.scheduler.jobs import JobSources, publish_event, try_complete
 from services.scheduler.proxies import publish_active_proxies
@@ -296,5 +295,4 @@ async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
         sched.dispatch_loop(),
         sched.sweep_loop(),
         sched.schedule_loop(),
-        serve_api(rt),
     ]

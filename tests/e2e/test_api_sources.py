@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
+from control.client import TrawlClient
+from control.replay import replay_job
 from demo import api
 from demo.faults import Faults
 from demo.shop import DemoShop
-from services.refresher.replay import replay_job
 from services.scheduler.catalog import save_source
-from shared.client import TrawlClient
 from shared.names import Names
 from shared.payloads import JetStreamPayloadStore
 from shared.sources import source_from_dict

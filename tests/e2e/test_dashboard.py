@@ -15,9 +15,9 @@ from typing import Any
 import aiohttp
 import pytest
 
+from control.client import TrawlClient
 from demo.shop import DemoShop
 from services.scheduler.catalog import save_source
-from shared.client import TrawlClient
 from shared.sources import source_from_dict
 from tests.conftest import ROOT
 from tests.support.stack import Stack, eventually

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from control.client import TrawlClient
 from demo.shop import DemoShop, image_bytes
 from services.scheduler.catalog import save_source
 from shared.bus import connect
-from shared.client import TrawlClient
 from shared.names import Names
 from shared.payloads import JetStreamPayloadStore
 from shared.sources import source_from_dict

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from control.client import TrawlClient
 from demo.faults import Faults
 from demo.shop import DemoShop
 from services.scheduler.catalog import save_source
-from shared.client import TrawlClient
 from shared.sources import source_from_dict
 from tests.support.stack import Stack
 

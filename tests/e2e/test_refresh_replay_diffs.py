@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from control import payload_index as idx
+from control.client import TrawlClient
+from control.replay import replay_job
 from demo.shop import DemoShop
 from services.refresher.products import list_products
-from services.refresher.replay import replay_job
 from services.scheduler.catalog import save_source
-from shared import payload_index as idx
-from shared.client import TrawlClient
 from shared.names import Names
 from shared.payloads import JetStreamPayloadStore
 from shared.sources import source_from_dict

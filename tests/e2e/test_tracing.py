@@ -15,9 +15,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
+from control.client import TrawlClient
 from demo.shop import DemoShop
 from services.scheduler.catalog import save_source
-from shared.client import TrawlClient
 from shared.sources import source_from_dict
 from tests.conftest import free_port
 from tests.support.stack import Stack, eventually

@@ -42,7 +42,9 @@ async def test_api_lists_both_fetchers_with_stats(env, tmp_path: Path) -> None:
         for w in fetchers:
             assert w["metadata"]["namespace"] == env["TRAWL_NAMESPACE"]
             assert "fetched" in w["stats"], w  # the fetcher's own counters
-        assert {w["service"] for w in workers} == {"scheduler", "fetcher", "parser", "refresher"}
+        # The admin API is its own process, and a live instance like the services.
+        services = {w["service"] for w in workers}
+        assert services == {"scheduler", "fetcher", "parser", "refresher", "api"}
         scheduler = next(w for w in workers if w["service"] == "scheduler")
         assert "dispatched" in scheduler["stats"]
 

@@ -9,10 +9,10 @@ from typing import Any
 
 import asyncpg
 
+from control.client import TrawlClient
 from demo.shop import DemoShop
 from services.scheduler.catalog import save_source
 from shared import names as n
-from shared.client import TrawlClient
 from shared.sources import source_from_dict
 
 # Faults stall work until JetStream redelivers it or the scheduler's stale recovery takes it

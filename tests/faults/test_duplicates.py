@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from control.client import TrawlClient
 from schemas.messages import Link, ParseResult, Product
 from shared import names as n
 from shared.bus import encode
-from shared.client import TrawlClient
 from tests.faults.messages import (
     SCALE,
     consumers_idle,

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from control.client import TrawlClient
+from control.supervisor import SERVICES
 from demo.faults import Faults
 from demo.shop import DemoShop
-from shared.client import TrawlClient
 from shared.settings import Settings
-from shared.supervisor import SERVICES
 from tests.faults.crawl import FAULT_ENV, check_crawl, crawl, save_shop_source
 from tests.support.stack import Stack, eventually
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from control.client import TrawlClient
 from schemas.messages import DeadLetter, FetchResult
 from shared import names as n
 from shared.bus import encode
-from shared.client import TrawlClient
 from tests.faults.messages import dispatched_entries, ok_result, product_page, save_shop
 from tests.support.stack import Stack, eventually
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
+from control.client import TrawlClient
 from demo.faults import Faults
 from demo.shop import DemoShop
-from shared.client import TrawlClient
 from shared.settings import Settings
 from tests.faults.crawl import FAULT_ENV, check_crawl, save_shop_source
 from tests.support.private_servers import PrivateNats, PrivatePostgres

@@ -14,9 +14,9 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from control.api import all_routes, build_app
+from control.api.auth import Auth
 from schemas.messages import DeadLetter
-from services.scheduler.api import all_routes, build_app
-from services.scheduler.api.auth import Auth
 from services.scheduler.service import Scheduler
 from shared import names as n
 from shared.bus import publish

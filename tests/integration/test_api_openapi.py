@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from services.scheduler.api import build_app
+from control.api import build_app
 from tests.integration.test_api import WRITE, Api, running_api
 
 ST = Path(sys.executable).with_name("st")

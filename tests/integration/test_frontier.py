@@ -10,6 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from control.client import TrawlClient
 from schemas.messages import FetchWork
 from services.scheduler.catalog import save_source
 from services.scheduler.dispatch import Dispatcher
@@ -17,7 +18,6 @@ from services.scheduler.frontier import Admission, Candidate
 from services.scheduler.jobs import JobSources
 from services.scheduler.schedules import add_schedule, claim_due
 from shared import names as n
-from shared.client import TrawlClient
 from shared.names import Names
 from shared.provision import provision
 from shared.sources import source_from_dict

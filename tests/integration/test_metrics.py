@@ -15,11 +15,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from control.client import TrawlClient
 from demo.shop import DemoShop
 from schemas.messages import FetchWork
 from services.scheduler.catalog import save_source
 from shared.bus import connect, publish
-from shared.client import TrawlClient
 from shared.consumer import Consumer, Delivery
 from shared.errors import ConfigError
 from shared.metrics import Metrics, MetricsEndpoint, prometheus_name

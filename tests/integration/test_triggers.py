@@ -8,10 +8,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from control.client import TrawlClient
 from schemas.messages import TriggerReply
 from services.scheduler.catalog import save_source
 from shared import names as n
-from shared.client import TrawlClient
 from shared.names import Names
 from shared.sources import source_from_dict
 from tests.support.stack import Stack, eventually

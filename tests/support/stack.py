@@ -7,9 +7,9 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from shared.client import TrawlClient
+from control.client import TrawlClient
+from control.supervisor import Supervisor, parse_scale
 from shared.settings import Settings
-from shared.supervisor import Supervisor, parse_scale
 
 
 async def eventually(

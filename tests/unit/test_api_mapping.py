@@ -12,11 +12,11 @@ import pytest
 from demo import api as demo_api
 from demo.catalog import Catalog
 from schemas.messages import ApiRequest, FetchPolicy, FetchWork
+from schemas.source import Source
 from services.fetcher.service import api_request_parts
 from services.parser.api_mapping import ApiError, parse_api
 from services.parser.formats import parse_payload
 from shared.api_template import first_request, next_request, request_key
-from shared.source_model import Source
 from shared.sources import source_from_dict
 
 URL = "https://shop.test/graphql"

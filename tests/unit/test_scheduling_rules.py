@@ -4,10 +4,11 @@ import random
 
 import pytest
 
+from control.supervisor import parse_scale
+from schemas.outcomes import classify_status
+from schemas.source import RetryPolicy
 from services.scheduler.priority import base_priority, job_boost, rank
-from services.scheduler.retry import classify_status, retry_delay
-from shared.source_model import RetryPolicy
-from shared.supervisor import parse_scale
+from services.scheduler.retry import retry_delay
 
 
 @pytest.mark.parametrize(
@@ -77,6 +78,7 @@ def test_scale_parsing() -> None:
         "fetcher": 3,
         "parser": 2,
         "refresher": 1,
+        "api": 1,
     }
     with pytest.raises(ValueError, match="unknown service"):
         parse_scale("crawler=2")

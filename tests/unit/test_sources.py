@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from schemas.source import Source
 from shared.errors import SourceError
 from shared.schedule_spec import parse_schedule
-from shared.source_model import Source
 from shared.sources import (
     effective_allowed_domains,
     load_source_file,

@@ -16,8 +16,8 @@ import msgspec
 import pytest
 
 from schemas.messages import Product
+from schemas.source import Source
 from services.parser.page import parse_page
-from shared.source_model import Source
 
 CORPUS = Path(__file__).parent / "corpus"
 # Named price lists and attributes come from API mappings, never from HTML pages.

@@ -7,8 +7,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from schemas.source import FieldRule, LinkRule, Links, Source
 from services.parser.page import PageParse, parse_page
-from shared.source_model import FieldRule, LinkRule, Links, Source
 
 CORPUS = Path(__file__).parent / "corpus"
 PAGES = [p.read_bytes() for p in sorted(CORPUS.glob("*.html"))]

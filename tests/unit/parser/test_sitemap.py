@@ -4,9 +4,9 @@ import gzip
 
 import msgspec
 
+from schemas.source import Source
 from services.parser.formats import parse_payload
 from services.parser.sitemap import parse_sitemap
-from shared.source_model import Source
 
 SOURCE = msgspec.convert(
     {

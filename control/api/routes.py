@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.scheduler.api.problems import Problem
+from control.api.problems import Problem
 from shared.service import Runtime
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

@@ -11,7 +11,7 @@ from decimal import Decimal
 import msgspec
 from aiohttp import web
 
-from services.scheduler.api.routes import (
+from control.api.routes import (
     PAGING,
     Param,
     Route,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import msgspec
 
-from shared.cli import add_command, command, emit
+from control.cli import add_command, command, emit
 from shared.settings import Settings
 
 
@@ -160,7 +160,7 @@ async def _source_by_name(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("crawl")
 async def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
-    from shared.client import TrawlClient
+    from control.client import TrawlClient
 
     async with TrawlClient(settings) as client:
         reply = await client.trigger(
@@ -191,7 +191,7 @@ async def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("jobs")
 async def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
-    from shared.client import TrawlClient
+    from control.client import TrawlClient
 
     async with TrawlClient(settings, nats=False) as client:
         data = await client.jobs(args.limit)
@@ -201,7 +201,7 @@ async def cmd_jobs(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("products")
 async def cmd_products(args: argparse.Namespace, settings: Settings) -> int:
-    from shared.client import TrawlClient
+    from control.client import TrawlClient
 
     async with TrawlClient(settings, nats=False) as client:
         data = await client.products(args.source, args.limit)
@@ -218,7 +218,7 @@ async def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
 
     source = None
     if args.source:
-        from shared.client import TrawlClient
+        from control.client import TrawlClient
 
         async with TrawlClient(settings, nats=False) as client:
             source = await client.source(args.source)
@@ -251,7 +251,7 @@ async def cmd_parse(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("up")
 async def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
-    from shared.stack import run_stack
+    from control.stack import run_stack
 
     return await run_stack(
         settings, scale=args.scale, demo=args.demo, log_dir=Path(args.logs), crawl=False
@@ -260,7 +260,7 @@ async def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("demo")
 async def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
-    from shared.stack import run_stack
+    from control.stack import run_stack
 
     return await run_stack(
         settings, scale=args.scale, demo=True, log_dir=Path(args.logs), crawl=True, keep=args.keep

@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from services.scheduler.api.problems import PROBLEM_TYPE, ProblemBody
-from services.scheduler.api.routes import Route, path_params
+from control.api.problems import PROBLEM_TYPE, ProblemBody
+from control.api.routes import Route, path_params
 from shared.service import VERSION
 
 REF = "#/components/schemas/{name}"

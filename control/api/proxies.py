@@ -10,9 +10,9 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from control.api.problems import Problem
+from control.api.routes import ID, Param, Route, path_id, read_body, respond, rt_of
 from services.scheduler import proxies as registry
-from services.scheduler.api.problems import Problem
-from services.scheduler.api.routes import ID, Param, Route, path_id, read_body, respond, rt_of
 from services.scheduler.operations import NotFound
 
 

@@ -10,8 +10,9 @@ from typing import Any
 
 from aiohttp import web
 
-from services.scheduler.api.problems import Problem
-from services.scheduler.api.routes import (
+from control import payload_index
+from control.api.problems import Problem
+from control.api.routes import (
     ID,
     PAGING,
     Param,
@@ -23,7 +24,6 @@ from services.scheduler.api.routes import (
     rt_of,
 )
 from services.scheduler.operations import NotFound
-from shared import payload_index
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 
 Record = dict[str, Any]

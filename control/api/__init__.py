@@ -1,4 +1,5 @@
-"""Admin HTTP API served by every scheduler replica (``reuse_port``: replicas share the port).
+"""Admin HTTP API and dashboard, its own process (``python -m control.api``; replicas share the
+port with ``reuse_port``).
 
 One module per resource group declares its routes (``routes.Route``); the aiohttp router, the
 auth rules and the OpenAPI document are all built from that one table.
@@ -12,10 +13,10 @@ from pathlib import Path
 
 from aiohttp import web
 
-from services.scheduler.api.auth import AUTH_KEY, PUBLIC_KEY, Auth, auth
-from services.scheduler.api.openapi import build_document
-from services.scheduler.api.problems import problems
-from services.scheduler.api.routes import RT_KEY, Route, respond
+from control.api.auth import AUTH_KEY, PUBLIC_KEY, Auth, auth
+from control.api.openapi import build_document
+from control.api.problems import problems
+from control.api.routes import RT_KEY, Route, respond
 from shared.service import Runtime
 
 log = logging.getLogger("trawl.scheduler.api")
@@ -41,7 +42,7 @@ def all_routes() -> list[Route]:
     out: list[Route] = []
     for name in RESOURCES:
         try:
-            module = importlib.import_module(f"services.scheduler.api.{name}")
+            module = importlib.import_module(f"control.api.{name}")
         except ImportError as exc:
             # A resource whose backing module has not landed yet is left out (and undocumented).
             log.warning(
@@ -99,12 +100,9 @@ async def serve_api(rt: Runtime) -> None:
     site = web.TCPSite(runner, host or "127.0.0.1", int(port), reuse_port=True)
     try:
         await site.start()
-    except OSError as exc:
-        # The API is an operator convenience; a taken port must not stop the scheduler.
-        log.error("admin API not started: %s", exc, extra={"action": "api_bind_failed"})
+    except OSError:
         await runner.cleanup()
-        await rt.stop.wait()
-        return
+        raise  # the task dies, the process exits, and the supervisor retries with backoff
     log.info(
         "admin API listening", extra={"action": "api_listening", "listen": rt.settings.api_listen}
     )

@@ -99,17 +99,6 @@ async def latest_payload(conn: asyncpg.Connection, url: str) -> dict[str, Any] |
     return _row(row) if row else None
 
 
-async def stored_copies(conn: asyncpg.Connection, source: str, urls: list[str]) -> dict[str, str]:
-    """Canonical URL → payload ref of the URLs the source has a stored copy of (url_state)."""
-    rows = await conn.fetch(
-        "SELECT url, payload_ref FROM url_state WHERE source = $1 AND url = ANY($2::text[]) "
-        "AND payload_ref IS NOT NULL",
-        source,
-        urls,
-    )
-    return {r["url"]: r["payload_ref"] for r in rows}
-
-
 async def recent_refs(conn: asyncpg.Connection, url: str, limit: int = 2) -> list[str]:
     """The URL's most recent distinct bodies, newest first (for "diff its last two")."""
     rows = await conn.fetch(

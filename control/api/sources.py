@@ -8,12 +8,12 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from services.scheduler.api.problems import Problem
-from services.scheduler.api.routes import Param, Route, respond, rt_of
+from control.api.problems import Problem
+from control.api.routes import Param, Route, respond, rt_of
+from schemas.source import Source
 from services.scheduler.catalog import delete_source, list_sources, save_source
 from services.scheduler.operations import NotFound
 from shared.errors import SourceError
-from shared.source_model import Source
 from shared.sources import load_source_text, source_from_dict, source_to_dict
 
 # Read models of the scheduler's `sources` table (catalog.py holds the writes it shares with

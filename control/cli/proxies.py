@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from shared.cli import add_command, command, emit
+from control.cli import add_command, command, emit
 from shared.settings import Settings
 
 

@@ -11,10 +11,8 @@ import msgspec
 import nats.errors
 from aiohttp import web
 
-from schemas.messages import Trigger, TriggerReply
-from services.scheduler import operations
-from services.scheduler.api.problems import Problem
-from services.scheduler.api.routes import (
+from control.api.problems import Problem
+from control.api.routes import (
     ID,
     PAGING,
     Param,
@@ -26,6 +24,8 @@ from services.scheduler.api.routes import (
     respond,
     rt_of,
 )
+from schemas.messages import Trigger, TriggerReply
+from services.scheduler import operations
 from services.scheduler.jobs import counters
 from shared.bus import encode
 

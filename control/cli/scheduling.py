@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from shared.cli import add_command, command, emit
+from control.cli import add_command, command, emit
 from shared.settings import Settings
 
 JOB_ACTIONS = ("show", "cancel", "retry", "boost", "pause", "resume")
@@ -55,8 +55,8 @@ def _job_words(words: list[str]) -> tuple[str, int]:
 
 @command("job")
 async def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    from control.client import TrawlClient
     from services.scheduler import operations as ops
-    from shared.client import TrawlClient
 
     action, job_id = _job_words(args.words)
     async with TrawlClient(settings, nats=False) as client:
@@ -92,9 +92,9 @@ async def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("schedules")
 async def cmd_schedules(args: argparse.Namespace, settings: Settings) -> int:
+    from control.client import TrawlClient
     from services.scheduler import schedules as sch
     from services.scheduler.operations import NotFound
-    from shared.client import TrawlClient
 
     async with TrawlClient(settings, nats=False) as client, (await client.pool()).acquire() as conn:
         try:

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-from shared.cli import add_command, command, emit, install_stop
+from control.cli import add_command, command, emit, install_stop
 from shared.errors import TrawlError
 from shared.settings import Settings
 
@@ -97,8 +97,8 @@ async def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
     import msgspec
     from nats.js import api
 
+    from control.client import TrawlClient
     from schemas.messages import JobEvent
-    from shared.client import TrawlClient
 
     decoder = msgspec.json.Decoder(JobEvent)
     stopped = asyncio.Event()

@@ -10,9 +10,9 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from control.supervisor import DEMO_HOSTS, DEMO_PORT, Supervisor, parse_scale
 from migrations.runner import migrate
 from shared.settings import Settings
-from shared.supervisor import DEMO_HOSTS, DEMO_PORT, Supervisor, parse_scale
 
 DEMO_SOURCE = "demo-shop"
 
@@ -26,7 +26,7 @@ async def run_stack(
     crawl: bool,
     keep: bool = False,
 ) -> int:
-    from shared.cli import install_stop
+    from control.cli import install_stop
 
     await migrate(settings.database_url)
     replicas = parse_scale(scale)
@@ -88,7 +88,7 @@ def _get_json(url: str) -> dict:
 
 
 async def _crawl_and_show(settings: Settings, scale: dict[str, int]) -> int:
-    from shared.client import TrawlClient
+    from control.client import TrawlClient
 
     async with TrawlClient(settings) as client:
         await client.wait_for_workers(scale, timeout=60)  # every service registered

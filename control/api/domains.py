@@ -7,9 +7,8 @@ from datetime import datetime
 import msgspec
 from aiohttp import web
 
-from services.scheduler import operations
-from services.scheduler.api.problems import Problem
-from services.scheduler.api.routes import (
+from control.api.problems import Problem
+from control.api.routes import (
     PAGING,
     Param,
     Route,
@@ -19,6 +18,7 @@ from services.scheduler.api.routes import (
     respond,
     rt_of,
 )
+from services.scheduler import operations
 
 
 class Domain(msgspec.Struct, kw_only=True):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from services.scheduler.api.problems import problem_response
+from control.api.problems import problem_response
 from shared.settings import Settings
 
 

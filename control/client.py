@@ -17,11 +17,11 @@ from nats.aio.client import Client
 from nats.js import api
 
 from schemas.messages import JobEvent, Trigger, TriggerReply
+from schemas.source import Source
 from shared.bus import connect, discover_instances, encode
 from shared.db import open_pool
 from shared.names import Names
 from shared.settings import Settings
-from shared.source_model import Source
 from shared.sources import source_from_dict
 
 _event_decoder = msgspec.json.Decoder(JobEvent)

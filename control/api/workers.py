@@ -10,7 +10,7 @@ import nats.js.errors
 from aiohttp import web
 from nats.aio.client import Client
 
-from services.scheduler.api.routes import Param, Route, respond, rt_of
+from control.api.routes import Param, Route, respond, rt_of
 from shared import names as n
 from shared.bus import discover_instances
 from shared.names import Names

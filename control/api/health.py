@@ -7,7 +7,7 @@ import asyncio
 import msgspec
 from aiohttp import web
 
-from services.scheduler.api.routes import Route, respond, rt_of
+from control.api.routes import Route, respond, rt_of
 
 
 class Health(msgspec.Struct, kw_only=True):

@@ -12,9 +12,8 @@ import msgspec
 import nats.js.errors
 from aiohttp import web
 
-from schemas.messages import DeadLetter
-from services.scheduler.api.problems import Problem
-from services.scheduler.api.routes import (
+from control.api.problems import Problem
+from control.api.routes import (
     ID,
     PAGING,
     Param,
@@ -26,6 +25,7 @@ from services.scheduler.api.routes import (
     respond,
     rt_of,
 )
+from schemas.messages import DeadLetter
 from services.scheduler.operations import NotFound
 from shared import names as n
 from shared.bus import publish

@@ -1,5 +1,6 @@
-"""``trawl up``: the four services (N replicas each) and optionally the demo shop as supervised
-child processes. A crashed child is restarted with backoff; SIGINT/SIGTERM stops all cleanly."""
+"""``trawl up``: the four services and the admin API (N replicas each) and optionally the demo
+shop as supervised child processes. A crashed child is restarted with backoff; SIGINT/SIGTERM
+stops all cleanly."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from pathlib import Path
 log = logging.getLogger("trawl.supervisor")
 
 SERVICES = ("scheduler", "fetcher", "parser", "refresher")
+# Every process ``trawl up`` runs, by name: the pipeline's services and the admin API.
+MODULES = {**{s: f"services.{s}" for s in SERVICES}, "api": "control.api"}
 DEMO_HOSTS = ("127.0.0.2", "127.0.0.3")
 DEMO_PORT = 8801
 STOP_GRACE = 30.0
@@ -23,12 +26,12 @@ STOP_GRACE = 30.0
 
 def parse_scale(spec: str | None) -> dict[str, int]:
     """``fetcher=3,parser=2`` → replicas per service (1 for the others)."""
-    scale = dict.fromkeys(SERVICES, 1)
+    scale = dict.fromkeys(MODULES, 1)
     for part in filter(None, (spec or "").split(",")):
         name, _, count = part.partition("=")
         name = name.strip()
         if name not in scale:
-            raise ValueError(f"--scale: unknown service {name!r} (one of {', '.join(SERVICES)})")
+            raise ValueError(f"--scale: unknown service {name!r} (one of {', '.join(MODULES)})")
         if not count.strip().isdigit() or int(count) < 0:
             raise ValueError(f"--scale: {part!r} needs a whole number of replicas")
         scale[name] = int(count)
@@ -84,9 +87,9 @@ class Supervisor:
         if demo:
             args = demo_args or ["--hosts", ",".join(DEMO_HOSTS), "--port", str(DEMO_PORT)]
             self.children.append(self._child("demo-shop", [py, "-m", "demo", *args]))
-        for service in SERVICES:
+        for service, module in MODULES.items():
             for i in range(scale.get(service, 1)):
-                child = self._child(f"{service}-{i}", [py, "-m", f"services.{service}"])
+                child = self._child(f"{service}-{i}", [py, "-m", module])
                 child.env["TRAWL_INSTANCE"] = f"{service}-{i}-{os.getpid()}"
                 child.env.setdefault("OTEL_SERVICE_NAME", f"trawl-{service}")
                 self.children.append(child)

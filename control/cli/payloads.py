@@ -1,5 +1,5 @@
 """CLI commands on stored pages and history: ``payloads list|show|latest|diff``, ``diff`` (job to
-job of a source) and ``replay`` (re-parse a job's payloads). See shared/cli/__init__.py for how
+job of a source) and ``replay`` (re-parse a job's payloads). See control/cli/__init__.py for how
 commands register."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 import sys
 from typing import Any
 
-from shared.cli import add_command, command, emit
+from control.cli import add_command, command, emit
 from shared.settings import Settings
 
 
@@ -52,8 +52,8 @@ def _store(client):
 
 @command("payloads")
 async def cmd_payloads(args: argparse.Namespace, settings: Settings) -> int:
-    from shared import payload_index as idx
-    from shared.client import TrawlClient
+    from control import payload_index as idx
+    from control.client import TrawlClient
 
     needs_store = args.action == "diff" or (args.action == "show" and args.body)
     async with (
@@ -94,8 +94,8 @@ async def cmd_payloads(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("diff")
 async def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
-    from shared.client import TrawlClient
-    from shared.payload_index import diff_jobs
+    from control.client import TrawlClient
+    from control.payload_index import diff_jobs
 
     async with (
         TrawlClient(settings, nats=False) as client,
@@ -108,8 +108,8 @@ async def cmd_diff(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("replay")
 async def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
-    from services.refresher.replay import replay_job
-    from shared.client import TrawlClient
+    from control.client import TrawlClient
+    from control.replay import replay_job
 
     async with TrawlClient(settings) as client:
         report = await replay_job(await client.pool(), _store(client), args.job_id)

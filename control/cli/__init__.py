@@ -25,11 +25,11 @@ COMMANDS: dict[str, Command] = {}
 
 # Modules that contribute subcommands, in help order.
 MODULES = (
-    "shared.cli.core",
-    "shared.cli.scheduling",
-    "shared.cli.payloads",
-    "shared.cli.proxies",
-    "shared.cli.operator",
+    "control.cli.core",
+    "control.cli.scheduling",
+    "control.cli.payloads",
+    "control.cli.proxies",
+    "control.cli.operator",
 )
 
 
