@@ -27,9 +27,11 @@ test: $(STAMP)  ## the whole suite: unit, integration, end to end
 test-fast: $(STAMP)
 	$(BIN)/pytest tests/unit
 
-lint: $(STAMP)
+lint: $(STAMP)  ## ruff, the layer contracts (import-linter) and the types (mypy)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -28,6 +28,7 @@ from shared.db import open_pool
 from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
 from shared.names import Names
+from shared.periodic import Leadership, Tick, every, named
 from shared.provision import consumer_specs, provision
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, shutdown_tracing
@@ -56,6 +57,27 @@ class Runtime:
     # service's ``Consumer`` objects, whose counters ``/metrics`` reports: start() appends them.
     metrics: Metrics = field(default_factory=Metrics.disabled)
     consumers: list[Any] = field(default_factory=list)
+    _leadership: Leadership | None = field(default=None, repr=False)
+
+    def every(
+        self, interval: float, tick: Tick, *, cluster: bool = False
+    ) -> Coroutine[Any, Any, None]:
+        """A task for ``start()`` to return: ``tick`` now and every ``interval`` seconds.
+
+        ``cluster=True``: the tick runs on one replica of the service at a time, the one
+        holding its Postgres advisory lock (stale recovery, progress events: once per cluster,
+        not once per replica)."""
+        name = getattr(tick, "__name__", "tick")
+        leadership = None
+        if cluster:
+            if self.pool is None:
+                raise RuntimeError(f"{name}: a cluster-wide task needs the database")
+            if self._leadership is None:
+                scope = f"trawl:{self.names.ns}:{self.service}"
+                self._leadership = Leadership(self.pool, scope)
+            leadership = self._leadership
+        task = every(interval, tick, self.stop, name=name, leadership=leadership)
+        return named(task, f"every:{name}")
 
     def consumer(
         self, stream_key: str, body_type: type[T], handler: Handler[T], **options: Any
