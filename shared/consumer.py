@@ -25,9 +25,10 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from schemas.messages import VERSION, DeadLetter
+from schemas.messages import VERSION, DeadLetter, Message
 from shared import names as n
-from shared.bus import publish
+from shared.bus import send
+from shared.channels import DEAD_LETTERS, Channel
 from shared.errors import Poison, Retry
 from shared.names import Names
 from shared.provision import ConsumerSpec, consumer_config
@@ -35,7 +36,7 @@ from shared.telemetry import consumer_span, start_consumer_span
 
 log = logging.getLogger("trawl.consumer")
 
-T = TypeVar("T", bound=msgspec.Struct)
+T = TypeVar("T", bound=Message)
 
 PULL_WAIT = 0.005  # longest wait for a low-water mark of free slots before pulling anyway
 _STATUS = "Status"  # the header of JetStream's status messages
@@ -142,10 +143,11 @@ class Consumer(Generic[T]):
 
     def __init__(
         self,
+        nc: Client,
         js: JetStreamContext,
         names: Names,
-        spec: ConsumerSpec,
-        body_type: type[T],
+        channel: Channel[T],
+        service: str,
         handler: Handler[T],
         *,
         stop: asyncio.Event,
@@ -156,14 +158,25 @@ class Consumer(Generic[T]):
         span_attrs: Callable[[T], dict[str, Any]] | None = None,
         batch_handler: BatchHandler[T] | None = None,
     ) -> None:
-        """``batch_handler``: handle each pulled batch in one call and ack it as a whole (the
-        refresher's one transaction per batch); when it raises, the batch's messages go through
-        ``handler`` one by one, so only the culprit is retried or dead-lettered."""
+        """``service``'s consumer of ``channel``: its durable there (the channel table), bodies
+        decoded as the channel's type. ``batch_handler``: handle each pulled batch in one call
+        and ack it as a whole (the refresher's one transaction per batch); when it raises, the
+        batch's messages go through ``handler`` one by one, so only the culprit is retried or
+        dead-lettered."""
+        durable = channel.durable(service)
+        self.nc = nc
         self.js = js
         self.batch_handler = batch_handler
         self.names = names
-        self.spec = spec
-        self.decoder = msgspec.json.Decoder(body_type)
+        self.channel = channel
+        self.spec = ConsumerSpec(
+            service,
+            channel.stream,
+            channel.filter_subject(names, durable),
+            ack_wait=durable.ack_wait,
+            max_ack_pending=durable.max_ack_pending,
+        )
+        self.decoder = msgspec.json.Decoder(channel.body)
         self.handler = handler
         self.stop = stop
         self.concurrency = concurrency
@@ -171,8 +184,8 @@ class Consumer(Generic[T]):
         self.max_deliver = max_deliver
         self.grace = grace
         self.span_attrs = span_attrs
-        self.stream = names.stream(spec.stream_key)
-        self.durable = spec.durable(names)
+        self.stream = names.stream(channel.stream)
+        self.durable = self.spec.durable(names)
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
         self._roomy = asyncio.Event()
@@ -182,8 +195,7 @@ class Consumer(Generic[T]):
         self.dead_lettered = 0
 
     async def run(self) -> None:
-        # nats-py keeps the client private to the JetStream context.
-        sub = Puller(self.js._nc, self.names.pull_request(self.stream, self.durable))
+        sub = Puller(self.nc, self.names.pull_request(self.stream, self.durable))
         await sub.start()
         empty = 0
         try:
@@ -386,7 +398,7 @@ class Consumer(Generic[T]):
                 n.DLQ_DELIVERED: str(msg.metadata.num_delivered),
             }
         )
-        await publish(self.js, self.names.dlq(self.spec.stream_key), letter, headers=dlq_headers)
+        await send(self.js, self.names, DEAD_LETTERS, letter, headers=dlq_headers)
         log.warning(
             "dead-lettered: %s", reason, extra={"action": "dead_lettered", "consumer": self.durable}
         )

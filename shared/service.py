@@ -22,14 +22,16 @@ import msgspec
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 
+from schemas.messages import Message
 from shared.bus import connect
+from shared.channels import Channel
 from shared.consumer import Consumer, Handler
 from shared.db import open_pool
 from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
 from shared.names import Names
 from shared.periodic import Leadership, Tick, every, named
-from shared.provision import consumer_specs, provision
+from shared.provision import provision
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, shutdown_tracing
 
@@ -37,7 +39,7 @@ log = logging.getLogger("trawl.service")
 
 VERSION = "0.1.0"
 
-T = TypeVar("T", bound=msgspec.Struct)
+T = TypeVar("T", bound=Message)
 
 
 @dataclass
@@ -79,22 +81,17 @@ class Runtime:
         task = every(interval, tick, self.stop, name=name, leadership=leadership)
         return named(task, f"every:{name}")
 
-    def consumer(
-        self, stream_key: str, body_type: type[T], handler: Handler[T], **options: Any
-    ) -> Consumer[T]:
-        """This service's consumer of one stream (its durable from ``consumer_specs``), with the
-        runtime's stop signal and delivery limit, registered for ``/metrics``. ``options`` go to
-        ``Consumer`` (concurrency, batch, span_attrs, batch_handler)."""
-        spec = next(
-            s
-            for s in consumer_specs(self.names)
-            if s.service == self.service and s.stream_key == stream_key
-        )
+    def consumer(self, channel: Channel[T], handler: Handler[T], **options: Any) -> Consumer[T]:
+        """This service's consumer of ``channel`` (its durable in the channel table), bodies
+        decoded as the channel's type, with the runtime's stop signal and delivery limit,
+        registered for ``/metrics``. ``options`` go to ``Consumer`` (concurrency, batch,
+        span_attrs, batch_handler)."""
         consumer = Consumer(
+            self.nc,
             self.js,
             self.names,
-            spec,
-            body_type,
+            channel,
+            self.service,
             handler,
             stop=self.stop,
             max_deliver=self.settings.max_deliver,
@@ -137,7 +134,7 @@ async def serve(
             stack.push_async_callback(endpoint.close)
         await _register_micro(rt, stack, metrics_url)
         coros = await start(rt)
-        tasks = [asyncio.create_task(c, name=f"{service}:{c.__qualname__}") for c in coros]
+        tasks = [asyncio.create_task(c, name=f"{service}:{_name(c)}") for c in coros]
         log.info(
             "service started",
             extra={
@@ -165,6 +162,11 @@ async def serve(
     shutdown_tracing()
 
 
+def _name(coro: Coroutine[Any, Any, None]) -> str:
+    # Coroutine objects have a __qualname__ (``named`` sets it), typeshed's Coroutine does not.
+    return str(getattr(coro, "__qualname__", coro))
+
+
 async def _drain(nc: Client) -> None:
     with contextlib.suppress(Exception):
         await asyncio.wait_for(nc.drain(), 10)
@@ -176,7 +178,6 @@ async def _register_micro(rt: Runtime, stack: AsyncExitStack, metrics_url: str |
     from nats.micro import add_service
 
     async def stats_handler(req: Any) -> None:
-        import msgspec
 
         await req.respond(msgspec.json.encode(rt.stats))
 

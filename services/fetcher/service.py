@@ -22,8 +22,8 @@ from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.robots import RobotsCache
 from services.fetcher.secrets import MissingSecret
 from services.fetcher.secrets import expand as expand_secrets
-from shared import names as n
-from shared.bus import publish
+from shared.bus import send
+from shared.channels import FETCH_RESULTS, FETCH_WORK
 from shared.consumer import Delivery
 from shared.payloads import JetStreamPayloadStore
 from shared.service import Runtime
@@ -157,8 +157,8 @@ class Fetcher:
             del self._deliveries[token]
         if joined:
             self.stats["joined"] += 1
-        await publish(
-            self.rt.js, self.rt.names.fetched, result, msg_id=f"fetched-{work.attempt_id}"
+        await send(
+            self.rt.js, self.rt.names, FETCH_RESULTS, result, msg_id=f"fetched-{work.attempt_id}"
         )
 
     async def heartbeat(self) -> None:
@@ -392,8 +392,7 @@ async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     proxies = await ProxyPool.open(rt.js, rt.names.proxies_bucket)
     fetcher = Fetcher(rt, proxies)
     consumer = rt.consumer(
-        n.FETCH,
-        FetchWork,
+        FETCH_WORK,
         fetcher.on_work,
         concurrency=rt.settings.concurrency * 4,
         batch=256,

@@ -14,8 +14,8 @@ import nats.js.errors
 from schemas.messages import FetchResult, ParseResult
 from schemas.source import Source
 from services.parser.formats import parse_payload
-from shared import names as n
-from shared.bus import publish
+from shared.bus import send
+from shared.channels import FETCH_RESULTS, PARSE_RESULTS
 from shared.consumer import Delivery
 from shared.errors import Retry
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
@@ -66,8 +66,8 @@ class Parser:
             return  # nothing to parse; the scheduler handles the outcome
         source = await self.sources.get(fetched.job_id)
         result = await self.parse(fetched, source)
-        await publish(
-            self.rt.js, self.rt.names.parsed, result, msg_id=f"parsed-{fetched.attempt_id}"
+        await send(
+            self.rt.js, self.rt.names, PARSE_RESULTS, result, msg_id=f"parsed-{fetched.attempt_id}"
         )
 
     async def parse(self, fetched: FetchResult, source: Source) -> ParseResult:
@@ -135,8 +135,7 @@ def _span_attrs(fetched: FetchResult) -> dict[str, Any]:
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     parser = Parser(rt)
     consumer = rt.consumer(
-        n.FETCHED,
-        FetchResult,
+        FETCH_RESULTS,
         parser.on_fetched,
         concurrency=rt.settings.concurrency,
         span_attrs=_span_attrs,

@@ -13,9 +13,9 @@ from services.refresher.batcher import Batcher
 from services.refresher.images import link_images
 from services.refresher.misses import count_misses
 from services.refresher.products import Applied, ParsedProducts, apply_results
-from shared import names as n
-from shared.bus import publish
-from shared.consumer import Delivery
+from shared.bus import send
+from shared.channels import JOB_EVENTS, PARSE_RESULTS
+from shared.consumer import Consumer, Delivery
 from shared.errors import Retry
 from shared.service import Runtime
 from shared.sources import source_from_dict
@@ -113,9 +113,10 @@ class Refresher:
             counters=counters,
             at=time.time(),
         )
-        await publish(
+        await send(
             self.rt.js,
-            self.rt.names.job_event(event.job_id, "refreshed"),
+            self.rt.names,
+            JOB_EVENTS,
             refreshed,
             msg_id=f"job-{event.job_id}-refreshed",
         )
@@ -134,15 +135,14 @@ class Refresher:
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     refresher = Refresher(rt)
-    consumers = [
+    consumers: list[Consumer[Any]] = [
         rt.consumer(
-            n.PARSED,
-            ParsedProducts,
+            PARSE_RESULTS.view(ParsedProducts),
             refresher.on_parsed,
             concurrency=PARSED_CONCURRENCY,
             batch=BATCH_SIZE,
             batch_handler=refresher.on_parsed_batch,
         ),
-        rt.consumer(n.EVENTS, JobEvent, refresher.on_job_completed, concurrency=4),
+        rt.consumer(JOB_EVENTS, refresher.on_job_completed, concurrency=4),
     ]
     return [c.run() for c in consumers]

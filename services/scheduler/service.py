@@ -21,9 +21,9 @@ from services.scheduler.proxies import publish_active_proxies
 from services.scheduler.results import apply_fetch_result, apply_parse_result
 from services.scheduler.schedules import claim_due, record_run
 from services.scheduler.triggers import start_job, trigger_digest
-from shared import names as n
 from shared.bus import encode
-from shared.consumer import Delivery
+from shared.channels import FETCH_RESULTS, PARSE_RESULTS, TRIGGERS
+from shared.consumer import Consumer, Delivery
 from shared.errors import Poison, Retry
 from shared.service import Runtime
 from shared.sources import source_to_dict
@@ -282,10 +282,10 @@ class Scheduler:
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     sched = Scheduler(rt)
     concurrency = rt.settings.concurrency
-    consumers = [
-        rt.consumer(n.TRIGGER, Trigger, sched.on_trigger, concurrency=8),
-        rt.consumer(n.FETCHED, FetchResult, sched.on_fetched, concurrency=concurrency),
-        rt.consumer(n.PARSED, ParseResult, sched.on_parsed, concurrency=concurrency),
+    consumers: list[Consumer[Any]] = [
+        rt.consumer(TRIGGERS, sched.on_trigger, concurrency=8),
+        rt.consumer(FETCH_RESULTS, sched.on_fetched, concurrency=concurrency),
+        rt.consumer(PARSE_RESULTS, sched.on_parsed, concurrency=concurrency),
     ]
     await rt.nc.subscribe(
         rt.names.trigger, queue=rt.names.trigger_queue, cb=sched.on_trigger_request

@@ -11,6 +11,7 @@ import pytest
 from schemas.messages import Trigger
 from shared import names as n
 from shared.bus import encode
+from shared.channels import TRIGGERS
 from shared.consumer import Consumer, Delivery
 from shared.errors import Poison
 from shared.names import Names
@@ -39,7 +40,6 @@ async def test_malformed_poison_and_failing_messages_end_in_the_dlq(nc, namespac
     js = nc.jetstream()
     names = Names(namespace)
     await provision(js, names, max_deliver=3)
-    spec = next(s for s in consumer_specs(names) if s.stream_key == n.TRIGGER)
     handled: list[str] = []
 
     async def handler(d: Delivery[Trigger]) -> None:
@@ -50,7 +50,7 @@ async def test_malformed_poison_and_failing_messages_end_in_the_dlq(nc, namespac
         handled.append(d.body.source)
 
     stop = asyncio.Event()
-    consumer = Consumer(js, names, spec, Trigger, handler, stop=stop, max_deliver=3)
+    consumer = Consumer(nc, js, names, TRIGGERS, "scheduler", handler, stop=stop, max_deliver=3)
     # The trigger stream does not ack (see provisioning), so publish with core NATS.
     for body in (
         b"{not json",
@@ -129,7 +129,16 @@ async def test_batch_mode_acks_a_batch_and_isolates_the_culprit(nc, namespace):
 
     stop = asyncio.Event()
     consumer = Consumer(
-        js, names, spec, Trigger, one, stop=stop, max_deliver=2, batch=50, batch_handler=many
+        nc,
+        js,
+        names,
+        TRIGGERS,
+        "scheduler",
+        one,
+        stop=stop,
+        max_deliver=2,
+        batch=50,
+        batch_handler=many,
     )
     for body in [encode(Trigger(source=f"s{i}")) for i in range(10)] + [b"not json"]:
         await nc.publish(names.trigger, body)

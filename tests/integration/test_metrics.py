@@ -20,6 +20,7 @@ from demo.shop import DemoShop
 from schemas.messages import FetchWork
 from services.scheduler.catalog import save_source
 from shared.bus import connect, publish
+from shared.channels import FETCH_WORK
 from shared.consumer import Consumer, Delivery
 from shared.errors import ConfigError
 from shared.metrics import Metrics, MetricsEndpoint, prometheus_name
@@ -101,14 +102,13 @@ async def test_endpoint_reports_consumers_queues_and_dlq(namespace: str) -> None
     names = Names(namespace)
     await provision(js, names, max_deliver=2)
     stop = asyncio.Event()
-    spec = next(s for s in consumer_specs(names) if s.service == "fetcher")
     handled = asyncio.Event()
 
     async def handler(d: Delivery[FetchWork]) -> None:
         if d.body.attempt_id == "2.1":
             handled.set()
 
-    consumer = Consumer(js, names, spec, FetchWork, handler, stop=stop, max_deliver=2)
+    consumer = Consumer(nc, js, names, FETCH_WORK, "fetcher", handler, stop=stop, max_deliver=2)
     endpoint = MetricsEndpoint("fetcher", "test-1", js, names, [consumer])
     url = await endpoint.start("127.0.0.1:0")
     assert url is not None
