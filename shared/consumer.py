@@ -1,5 +1,8 @@
 """The pull-consumer loop every service uses, and the message-fate policy in one place.
 
+Two kinds of consumer: ``Consumer`` calls its handler once per message, ``BatchConsumer`` once
+per pulled batch (one transaction), falling back to batches of one when a batch fails.
+
 Fate: success → ``ack``; ``Retry(delay)`` → ``nak(delay)``; ``Poison(reason)`` or a body that
 does not decode → DLQ + ``term``; any other exception → ``nak`` with backoff, and DLQ + ``term``
 on the last allowed delivery. Outputs are published by the handler before it returns, so the
@@ -10,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import msgspec
 import nats.errors
@@ -138,8 +142,19 @@ Handler = Callable[[Delivery[T]], Awaitable[None]]
 BatchHandler = Callable[[list[Delivery[T]]], Awaitable[None]]
 
 
-class Consumer(Generic[T]):
-    """Pulls batches from one durable consumer and handles them concurrently."""
+class Options(TypedDict, Generic[T], total=False):
+    """How a consumer pulls and handles (``Subscriber``'s keyword arguments)."""
+
+    concurrency: int  # messages in flight at once
+    batch: int  # most messages pulled at once
+    max_deliver: int  # deliveries before a failing message is dead-lettered
+    grace: float  # seconds in-flight work gets to finish at stop
+    span_attrs: Callable[[T], dict[str, Any]]  # attributes of a message's consumer span
+
+
+class Subscriber(Generic[T]):
+    """The pull loop of one durable consumer, and the message-fate policy. Two kinds:
+    ``Consumer`` calls its handler once per message, ``BatchConsumer`` once per pulled batch."""
 
     def __init__(
         self,
@@ -148,25 +163,15 @@ class Consumer(Generic[T]):
         names: Names,
         channel: Channel[T],
         service: str,
-        handler: Handler[T],
         *,
         stop: asyncio.Event,
-        concurrency: int = 64,
-        batch: int = 100,
-        max_deliver: int = 5,
-        grace: float = 20.0,
-        span_attrs: Callable[[T], dict[str, Any]] | None = None,
-        batch_handler: BatchHandler[T] | None = None,
+        **options: Unpack[Options[T]],
     ) -> None:
         """``service``'s consumer of ``channel``: its durable there (the channel table), bodies
-        decoded as the channel's type. ``batch_handler``: handle each pulled batch in one call
-        and ack it as a whole (the refresher's one transaction per batch); when it raises, the
-        batch's messages go through ``handler`` one by one, so only the culprit is retried or
-        dead-lettered."""
+        decoded as the channel's type."""
         durable = channel.durable(service)
         self.nc = nc
         self.js = js
-        self.batch_handler = batch_handler
         self.names = names
         self.channel = channel
         self.spec = ConsumerSpec(
@@ -177,13 +182,12 @@ class Consumer(Generic[T]):
             max_ack_pending=durable.max_ack_pending,
         )
         self.decoder = msgspec.json.Decoder(channel.body)
-        self.handler = handler
         self.stop = stop
-        self.concurrency = concurrency
-        self.batch = batch
-        self.max_deliver = max_deliver
-        self.grace = grace
-        self.span_attrs = span_attrs
+        self.concurrency = concurrency = options.get("concurrency", 64)
+        self.batch = options.get("batch", 100)
+        self.max_deliver = options.get("max_deliver", 5)
+        self.grace = options.get("grace", 20.0)
+        self.span_attrs = options.get("span_attrs")
         self.stream = names.stream(channel.stream)
         self.durable = self.spec.durable(names)
         self._inflight: set[asyncio.Task[None]] = set()
@@ -212,24 +216,17 @@ class Consumer(Generic[T]):
                 except nats.errors.ConnectionClosedError:
                     break
                 empty = 0
-                if self.batch_handler is not None:
-                    for _ in msgs:
-                        await self._slots.acquire()
-                    task = asyncio.create_task(
-                        self._process_batch(msgs), name=f"{self.durable}-batch"
-                    )
-                    self._track(task, len(msgs))
-                    continue
-                for msg in msgs:
-                    await self._slots.acquire()
-                    # One task per message. At stop, in-flight tasks get ``grace`` to finish their
-                    # publish → ack; one cancelled after that is simply redelivered.
-                    task = asyncio.create_task(self._process(msg), name=f"{self.durable}-msg")
-                    self._track(task, 1)
+                await self._start(msgs)
         finally:
             await self._drain_inflight()
             with contextlib.suppress(Exception):
                 await sub.stop()
+
+    async def _start(self, msgs: list[Msg]) -> None:
+        """Start handling pulled messages, each holding a slot until it is settled. At stop,
+        in-flight tasks get ``grace`` to finish their publish → ack; one cancelled after that is
+        simply redelivered."""
+        raise NotImplementedError
 
     def _free_slots(self) -> int:
         return self.concurrency - self._held
@@ -249,8 +246,11 @@ class Consumer(Generic[T]):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._roomy.wait(), PULL_WAIT)
 
-    def _track(self, task: asyncio.Task[None], size: int) -> None:
-        """Hold ``size`` slots until the task ends."""
+    async def _track(self, work: Coroutine[Any, Any, None], size: int, name: str) -> None:
+        """Run ``work`` as a task holding ``size`` slots until it ends."""
+        for _ in range(size):
+            await self._slots.acquire()
+        task = asyncio.create_task(work, name=name)
         self._held += size
         self._inflight.add(task)
 
@@ -263,42 +263,6 @@ class Consumer(Generic[T]):
                 self._roomy.set()
 
         task.add_done_callback(done)
-
-    async def _process_batch(self, msgs: list[Msg]) -> None:
-        deliveries: list[Delivery[T]] = []
-        for msg in msgs:
-            try:
-                body = self.decoder.decode(msg.data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                await self._dead_letter(msg, f"malformed message: {exc}")
-                continue
-            if getattr(body, "v", VERSION) > VERSION:
-                await self._dead_letter(msg, f"unsupported message version v={body.v}")
-                continue
-            deliveries.append(Delivery(body, msg))
-        if not deliveries:
-            return
-        spans = [start_consumer_span(d.msg.subject, d.msg.headers) for d in deliveries]
-        try:
-            assert self.batch_handler is not None
-            await self.batch_handler(deliveries)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # one by one: only the culprit fails
-            log.warning(
-                "batch failed, handling its messages one by one: %s",
-                exc,
-                extra={"action": "batch_fallback", "consumer": self.durable},
-            )
-            for d in deliveries:
-                await self._process(d.msg)
-            return
-        finally:
-            for span in spans:
-                span.end()
-        for d in deliveries:
-            await self._ack(d.msg)
-        self.handled += len(deliveries)
 
     async def _drain_inflight(self) -> None:
         if not self._inflight:
@@ -321,19 +285,32 @@ class Consumer(Generic[T]):
         except (TimeoutError, nats.errors.Error):
             pass
 
-    async def _process(self, msg: Msg) -> None:
+    # -- the fate of one message -----------------------------------------------------------
+    async def _decode(self, msg: Msg) -> Delivery[T] | None:
+        """The message decoded; one that never will be (malformed, or of a newer version than
+        this code reads) is dead-lettered at once and ``None`` returned."""
         try:
             body = self.decoder.decode(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            with consumer_span(msg.subject, msg.headers):
-                await self._dead_letter(msg, f"malformed message: {exc}")
-            return
-        attrs = self.span_attrs(body) if self.span_attrs else {}
+            reason = f"malformed message: {exc}"
+        else:
+            if body.v <= VERSION:
+                return Delivery(body, msg)
+            reason = f"unsupported message version v={body.v} (max {VERSION})"
+        with consumer_span(msg.subject, msg.headers) as span:
+            span.set_attribute("trawl.fate", "dlq")
+            await self._dead_letter(msg, reason)
+        return None
+
+    async def _settle(self, d: Delivery[T], handle: Callable[[], Awaitable[None]]) -> None:
+        """Run ``handle`` for one delivery and decide its fate: success → ack; ``Retry`` →
+        nak(delay); ``Poison`` → DLQ; any other error → nak with backoff, DLQ on the last
+        allowed delivery."""
+        msg = d.msg
+        attrs = self.span_attrs(d.body) if self.span_attrs else {}
         with consumer_span(msg.subject, msg.headers, **attrs) as span:
             try:
-                if getattr(body, "v", VERSION) > VERSION:
-                    raise Poison(f"unsupported message version v={body.v} (max {VERSION})")
-                await self.handler(Delivery(body, msg))
+                await handle()
             except Poison as exc:
                 span.set_attribute("trawl.fate", "dlq")
                 await self._dead_letter(msg, str(exc))
@@ -404,3 +381,81 @@ class Consumer(Generic[T]):
         )
         with contextlib.suppress(nats.errors.Error):
             await msg.term()
+
+
+class Consumer(Subscriber[T]):
+    """Handles each message on its own, up to ``concurrency`` at once."""
+
+    def __init__(
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        names: Names,
+        channel: Channel[T],
+        service: str,
+        handler: Handler[T],
+        *,
+        stop: asyncio.Event,
+        **options: Unpack[Options[T]],
+    ) -> None:
+        super().__init__(nc, js, names, channel, service, stop=stop, **options)
+        self.handler = handler
+
+    async def _start(self, msgs: list[Msg]) -> None:
+        for msg in msgs:
+            await self._track(self._process(msg), 1, f"{self.durable}-msg")
+
+    async def _process(self, msg: Msg) -> None:
+        d = await self._decode(msg)
+        if d is not None:
+            await self._settle(d, functools.partial(self.handler, d))
+
+
+class BatchConsumer(Subscriber[T]):
+    """Handles each pulled batch in one call and acks it as a whole (the refresher's one
+    transaction per batch). A batch whose handler raises is handled again one message at a
+    time, each as a batch of one under the single message's fate, so only the culprit is
+    retried or dead-lettered: the one place that rule lives."""
+
+    def __init__(
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        names: Names,
+        channel: Channel[T],
+        service: str,
+        handler: BatchHandler[T],
+        *,
+        stop: asyncio.Event,
+        **options: Unpack[Options[T]],
+    ) -> None:
+        super().__init__(nc, js, names, channel, service, stop=stop, **options)
+        self.handler = handler
+
+    async def _start(self, msgs: list[Msg]) -> None:
+        await self._track(self._process(msgs), len(msgs), f"{self.durable}-batch")
+
+    async def _process(self, msgs: list[Msg]) -> None:
+        deliveries = [d for d in [await self._decode(msg) for msg in msgs] if d is not None]
+        if not deliveries:
+            return
+        spans = [start_consumer_span(d.msg.subject, d.msg.headers) for d in deliveries]
+        try:
+            await self.handler(deliveries)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one by one: only the culprit fails
+            log.warning(
+                "batch failed, handling its messages one by one: %s",
+                exc,
+                extra={"action": "batch_fallback", "consumer": self.durable},
+            )
+            for d in deliveries:
+                await self._settle(d, functools.partial(self.handler, [d]))
+            return
+        finally:
+            for span in spans:
+                span.end()
+        for d in deliveries:
+            await self._ack(d.msg)
+        self.handled += len(deliveries)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, Unpack
 
 import asyncpg
 import msgspec
@@ -25,7 +25,7 @@ from nats.js import JetStreamContext
 from schemas.messages import Message
 from shared.bus import connect
 from shared.channels import Channel
-from shared.consumer import Consumer, Handler
+from shared.consumer import BatchConsumer, BatchHandler, Consumer, Handler, Options
 from shared.db import open_pool
 from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
@@ -81,11 +81,11 @@ class Runtime:
         task = every(interval, tick, self.stop, name=name, leadership=leadership)
         return named(task, f"every:{name}")
 
-    def consumer(self, channel: Channel[T], handler: Handler[T], **options: Any) -> Consumer[T]:
-        """This service's consumer of ``channel`` (its durable in the channel table), bodies
-        decoded as the channel's type, with the runtime's stop signal and delivery limit,
-        registered for ``/metrics``. ``options`` go to ``Consumer`` (concurrency, batch,
-        span_attrs, batch_handler)."""
+    def consumer(
+        self, channel: Channel[T], handler: Handler[T], **options: Unpack[Options[T]]
+    ) -> Consumer[T]:
+        """This service's consumer of ``channel`` (its durable in the channel table): one
+        handler call per message, bodies decoded as the channel's type."""
         consumer = Consumer(
             self.nc,
             self.js,
@@ -94,11 +94,31 @@ class Runtime:
             self.service,
             handler,
             stop=self.stop,
-            max_deliver=self.settings.max_deliver,
-            **options,
+            **self._options(options),
         )
         self.consumers.append(consumer)
         return consumer
+
+    def batch_consumer(
+        self, channel: Channel[T], handler: BatchHandler[T], **options: Unpack[Options[T]]
+    ) -> BatchConsumer[T]:
+        """This service's consumer of ``channel``, one handler call per pulled batch."""
+        consumer = BatchConsumer(
+            self.nc,
+            self.js,
+            self.names,
+            channel,
+            self.service,
+            handler,
+            stop=self.stop,
+            **self._options(options),
+        )
+        self.consumers.append(consumer)
+        return consumer
+
+    def _options(self, options: Options[T]) -> Options[T]:
+        """The runtime's delivery limit, unless the service sets its own."""
+        return {"max_deliver": self.settings.max_deliver, **options}
 
 
 StartFn = Callable[[Runtime], Awaitable[list[Coroutine[Any, Any, None]]]]

@@ -9,13 +9,12 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from schemas.messages import JobEvent
-from services.refresher.batcher import Batcher
 from services.refresher.images import link_images
 from services.refresher.misses import count_misses
 from services.refresher.products import Applied, ParsedProducts, apply_results
 from shared.bus import send
 from shared.channels import JOB_EVENTS, PARSE_RESULTS
-from shared.consumer import Consumer, Delivery
+from shared.consumer import Delivery, Subscriber
 from shared.errors import Retry
 from shared.service import Runtime
 from shared.sources import source_from_dict
@@ -24,12 +23,11 @@ log = logging.getLogger("trawl.refresher")
 
 # How long a completion waits in-process for the job's last products before a redelivery.
 APPLY_WAIT = 20.0
-# Parse results in flight per process: the upper bound of one batch. Deliveries wait at most
-# BATCH_WAIT for companions, so a lone message is applied within a few milliseconds.
-# (Measured: 3 or 4 batches in flight, or batches of 250 or 1000, were no faster end to end.)
+# Parse results in flight per process, in pulled batches of up to BATCH_SIZE (one transaction
+# each). (Measured: 3 or 4 batches in flight, or batches of 250 or 1000, were no faster end to
+# end.)
 PARSED_CONCURRENCY = 1000
 BATCH_SIZE = 500
-BATCH_WAIT = 0.005
 
 
 class Refresher:
@@ -39,17 +37,10 @@ class Refresher:
         self.pool = rt.pool
         rt.stats.update({"applied": 0, "duplicates": 0, "upserts": 0, "snapshots": 0, "batches": 0})
         rt.stats["jobs_counted"] = 0
-        self.batcher: Batcher[ParsedProducts, Applied] = Batcher(
-            self.apply, max_size=BATCH_SIZE, max_wait=BATCH_WAIT, name="refresher-apply"
-        )
 
     async def on_parsed_batch(self, deliveries: list[Delivery[ParsedProducts]]) -> None:
         """A pulled batch in one transaction; the consumer acks it after the commit."""
         await self.apply([d.body for d in deliveries])
-
-    async def on_parsed(self, d: Delivery[ParsedProducts]) -> None:
-        # Returns once the batch holding this result is committed; the consumer acks then.
-        await self.batcher.submit(d.body)
 
     async def apply(self, results: Sequence[ParsedProducts]) -> Applied:
         async with self.pool.acquire() as conn:
@@ -135,13 +126,12 @@ class Refresher:
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     refresher = Refresher(rt)
-    consumers: list[Consumer[Any]] = [
-        rt.consumer(
+    consumers: list[Subscriber[Any]] = [
+        rt.batch_consumer(
             PARSE_RESULTS.view(ParsedProducts),
-            refresher.on_parsed,
+            refresher.on_parsed_batch,
             concurrency=PARSED_CONCURRENCY,
             batch=BATCH_SIZE,
-            batch_handler=refresher.on_parsed_batch,
         ),
         rt.consumer(JOB_EVENTS, refresher.on_job_completed, concurrency=4),
     ]

@@ -23,7 +23,7 @@ from services.scheduler.schedules import claim_due, record_run
 from services.scheduler.triggers import start_job, trigger_digest
 from shared.bus import encode
 from shared.channels import FETCH_RESULTS, PARSE_RESULTS, TRIGGERS
-from shared.consumer import Consumer, Delivery
+from shared.consumer import Delivery, Subscriber
 from shared.errors import Poison, Retry
 from shared.service import Runtime
 from shared.sources import source_to_dict
@@ -282,7 +282,7 @@ class Scheduler:
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     sched = Scheduler(rt)
     concurrency = rt.settings.concurrency
-    consumers: list[Consumer[Any]] = [
+    consumers: list[Subscriber[Any]] = [
         rt.consumer(TRIGGERS, sched.on_trigger, concurrency=8),
         rt.consumer(FETCH_RESULTS, sched.on_fetched, concurrency=concurrency),
         rt.consumer(PARSE_RESULTS, sched.on_parsed, concurrency=concurrency),
