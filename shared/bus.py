@@ -158,7 +158,7 @@ async def discover_instances(
     sub = await nc.subscribe(inbox)
     found: list[dict] = []
     try:
-        await nc.publish(f"$SRV.{verb}", b"", reply=inbox)
+        await nc.publish(Names.service_api(verb), b"", reply=inbox)
         deadline = time.monotonic() + wait
         while (left := deadline - time.monotonic()) > 0:
             try:

@@ -34,6 +34,7 @@ from shared import names as n
 from shared.bus import send
 from shared.channels import DEAD_LETTERS, Channel
 from shared.errors import Poison, Retry
+from shared.metrics import Labels, Metrics
 from shared.names import Names
 from shared.provision import ConsumerSpec, consumer_config
 from shared.telemetry import consumer_span, start_consumer_span
@@ -165,10 +166,11 @@ class Subscriber(Generic[T]):
         service: str,
         *,
         stop: asyncio.Event,
+        metrics: Metrics | None = None,
         **options: Unpack[Options[T]],
     ) -> None:
         """``service``'s consumer of ``channel``: its durable there (the channel table), bodies
-        decoded as the channel's type."""
+        decoded as the channel's type; it counts what it handles in ``metrics``."""
         durable = channel.durable(service)
         self.nc = nc
         self.js = js
@@ -194,9 +196,22 @@ class Subscriber(Generic[T]):
         self._slots = asyncio.Semaphore(concurrency)
         self._roomy = asyncio.Event()
         self._held = 0  # messages in flight (a batch task holds all of its messages)
-        self.handled = 0
-        self.errors = 0
-        self.dead_lettered = 0
+        self.metrics = metrics or Metrics.disabled()
+        self.labels: Labels = (("consumer", self.durable), ("stream", channel.stream))
+
+    @property
+    def handled(self) -> int:
+        """Messages this instance acknowledged after their handler succeeded (read from
+        ``metrics``, where they are counted)."""
+        return self.metrics.handled.get(self.labels)
+
+    @property
+    def errors(self) -> int:
+        return self.metrics.errors.get(self.labels)
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.metrics.dead_lettered.get(self.labels)
 
     async def run(self) -> None:
         sub = Puller(self.nc, self.names.pull_request(self.stream, self.durable))
@@ -322,7 +337,7 @@ class Subscriber(Generic[T]):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.errors += 1
+                self.metrics.errors.add(1, self.labels)
                 span.record_exception(exc)
                 log.exception(
                     "handler failed",
@@ -335,7 +350,7 @@ class Subscriber(Generic[T]):
                 await self._retry(msg, f"{type(exc).__name__}: {exc}", self._backoff(msg))
                 return
             await self._ack(msg)
-            self.handled += 1
+            self.metrics.handled.add(1, self.labels)
 
     def _backoff(self, msg: Msg) -> float:
         return min(30.0, 0.5 * 2 ** (msg.metadata.num_delivered - 1))
@@ -355,7 +370,7 @@ class Subscriber(Generic[T]):
             await msg.ack()
 
     async def _dead_letter(self, msg: Msg, reason: str) -> None:
-        self.dead_lettered += 1
+        self.metrics.dead_lettered.add(1, self.labels)
         headers = dict(msg.headers or {})
         letter = DeadLetter(
             stream=self.spec.stream_key,
@@ -396,9 +411,10 @@ class Consumer(Subscriber[T]):
         handler: Handler[T],
         *,
         stop: asyncio.Event,
+        metrics: Metrics | None = None,
         **options: Unpack[Options[T]],
     ) -> None:
-        super().__init__(nc, js, names, channel, service, stop=stop, **options)
+        super().__init__(nc, js, names, channel, service, stop=stop, metrics=metrics, **options)
         self.handler = handler
 
     async def _start(self, msgs: list[Msg]) -> None:
@@ -427,9 +443,10 @@ class BatchConsumer(Subscriber[T]):
         handler: BatchHandler[T],
         *,
         stop: asyncio.Event,
+        metrics: Metrics | None = None,
         **options: Unpack[Options[T]],
     ) -> None:
-        super().__init__(nc, js, names, channel, service, stop=stop, **options)
+        super().__init__(nc, js, names, channel, service, stop=stop, metrics=metrics, **options)
         self.handler = handler
 
     async def _start(self, msgs: list[Msg]) -> None:
@@ -458,4 +475,4 @@ class BatchConsumer(Subscriber[T]):
                 span.end()
         for d in deliveries:
             await self._ack(d.msg)
-        self.handled += len(deliveries)
+        self.metrics.handled.add(len(deliveries), self.labels)

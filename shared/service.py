@@ -12,7 +12,7 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, Unpack
@@ -21,6 +21,8 @@ import asyncpg
 import msgspec
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.micro import add_service
+from nats.micro.service import Request
 
 from schemas.messages import Message
 from shared.bus import connect
@@ -53,13 +55,16 @@ class Runtime:
     js: JetStreamContext
     pool: asyncpg.Pool | None
     stop: asyncio.Event
-    stats: dict[str, Any] = field(default_factory=dict)
     started_at: float = field(default_factory=time.time)
-    # Instruments to record through (no-ops unless TRAWL_METRICS_LISTEN is set), and the
-    # service's ``Consumer`` objects, whose counters ``/metrics`` reports: start() appends them.
+    # The service's counters (its stats and /metrics) and instruments (histograms are no-ops
+    # unless TRAWL_METRICS_LISTEN is set).
     metrics: Metrics = field(default_factory=Metrics.disabled)
-    consumers: list[Any] = field(default_factory=list)
     _leadership: Leadership | None = field(default=None, repr=False)
+
+    @property
+    def stats(self) -> Mapping[str, int]:
+        """The counts this instance shows on the service API (``/api/workers``)."""
+        return self.metrics.stats()
 
     def every(
         self, interval: float, tick: Tick, *, cluster: bool = False
@@ -86,7 +91,7 @@ class Runtime:
     ) -> Consumer[T]:
         """This service's consumer of ``channel`` (its durable in the channel table): one
         handler call per message, bodies decoded as the channel's type."""
-        consumer = Consumer(
+        return Consumer(
             self.nc,
             self.js,
             self.names,
@@ -94,16 +99,15 @@ class Runtime:
             self.service,
             handler,
             stop=self.stop,
+            metrics=self.metrics,
             **self._options(options),
         )
-        self.consumers.append(consumer)
-        return consumer
 
     def batch_consumer(
         self, channel: Channel[T], handler: BatchHandler[T], **options: Unpack[Options[T]]
     ) -> BatchConsumer[T]:
         """This service's consumer of ``channel``, one handler call per pulled batch."""
-        consumer = BatchConsumer(
+        return BatchConsumer(
             self.nc,
             self.js,
             self.names,
@@ -111,10 +115,9 @@ class Runtime:
             self.service,
             handler,
             stop=self.stop,
+            metrics=self.metrics,
             **self._options(options),
         )
-        self.consumers.append(consumer)
-        return consumer
 
     def _options(self, options: Options[T]) -> Options[T]:
         """The runtime's delivery limit, unless the service sets its own."""
@@ -148,7 +151,7 @@ async def serve(
         rt = Runtime(service, settings, names, nc, js, pool, stop)
         metrics_url = None
         if settings.metrics_listen:
-            endpoint = MetricsEndpoint(service, settings.instance, js, names, rt.consumers)
+            endpoint = MetricsEndpoint(service, settings.instance, js, names)
             rt.metrics = endpoint.metrics
             metrics_url = await endpoint.start(settings.metrics_listen)
             stack.push_async_callback(endpoint.close)
@@ -195,10 +198,8 @@ async def _drain(nc: Client) -> None:
 async def _register_micro(rt: Runtime, stack: AsyncExitStack, metrics_url: str | None) -> None:
     """Announce this instance on the NATS service API so operators can list live workers
     (and find each one's ``/metrics``, whose port may have been picked at random)."""
-    from nats.micro import add_service
 
-    async def stats_handler(req: Any) -> None:
-
+    async def stats_handler(req: Request) -> None:
         await req.respond(msgspec.json.encode(rt.stats))
 
     svc = await add_service(
@@ -215,7 +216,7 @@ async def _register_micro(rt: Runtime, stack: AsyncExitStack, metrics_url: str |
         stats_handler=lambda _endpoint: dict(rt.stats),
     )
     await svc.add_endpoint(
-        name="stats", subject=f"{rt.names.ns}.svc.{rt.service}.stats", handler=stats_handler
+        name="stats", subject=rt.names.service_stats(rt.service), handler=stats_handler
     )
     stack.push_async_callback(svc.stop)
 

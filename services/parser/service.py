@@ -18,6 +18,7 @@ from shared.bus import send
 from shared.channels import FETCH_RESULTS, PARSE_RESULTS
 from shared.consumer import Delivery
 from shared.errors import Retry
+from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.service import Runtime
 from shared.sources import source_from_dict
@@ -53,12 +54,32 @@ class JobSourceCache:
         return source
 
 
+class Counts:
+    """The parser's own counters: shown in its stats (the keys) and served on /metrics."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        count = metrics.counter
+        self.pages = count("trawl.parser.pages", "Pages parsed.", unit="{page}", stat="parsed")
+        self.products = count(
+            "trawl.parser.products",
+            "Products found on parsed pages.",
+            unit="{product}",
+            stat="products",
+        )
+        self.errors = count(
+            "trawl.parser.errors",
+            "Pages that could not be parsed (payload missing, or the parser failed).",
+            unit="{page}",
+            stat="parse_errors",
+        )
+
+
 class Parser:
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.store = JetStreamPayloadStore(rt.js, rt.names)
         self.sources = JobSourceCache(rt)
-        rt.stats.update({"parsed": 0, "products": 0, "parse_errors": 0})
+        self.counts = Counts(rt.metrics)
 
     async def on_fetched(self, d: Delivery[FetchResult]) -> None:
         fetched = d.body
@@ -89,7 +110,7 @@ class Parser:
         try:
             body = await self.store.get(ref)
         except PayloadNotFound as exc:
-            self.rt.stats["parse_errors"] += 1
+            self.counts.errors.add()
             return ParseResult(**base, not_modified=not_modified, error=str(exc))
         content_type = fetched.content_type
         if content_type and fetched.charset:
@@ -105,14 +126,14 @@ class Parser:
                 keyword=fetched.keyword,
             )
         except Exception as exc:
-            self.rt.stats["parse_errors"] += 1
+            self.counts.errors.add()
             log.warning(
                 "parse failed",
                 extra={"action": "parse_error", "url": fetched.url, "error": repr(exc)},
             )
             return ParseResult(**base, error=f"{type(exc).__name__}: {exc}")
-        self.rt.stats["parsed"] += 1
-        self.rt.stats["products"] += len(page.products) + (page.product is not None)
+        self.counts.pages.add()
+        self.counts.products.add(len(page.products) + (page.product is not None))
         await asyncio.sleep(0)  # parsing is CPU-bound: let acks and fetches through
         return ParseResult(
             **base,

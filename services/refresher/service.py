@@ -16,6 +16,7 @@ from shared.bus import send
 from shared.channels import JOB_EVENTS, PARSE_RESULTS
 from shared.consumer import Delivery, Subscriber
 from shared.errors import Retry
+from shared.metrics import Metrics
 from shared.service import Runtime
 from shared.sources import source_from_dict
 
@@ -30,13 +31,55 @@ PARSED_CONCURRENCY = 1000
 BATCH_SIZE = 500
 
 
+class Counts:
+    """The refresher's own counters: shown in its stats (the keys) and served on /metrics."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        count = metrics.counter
+        self.applied = count(
+            "trawl.refresher.results",
+            "Parse results applied (redeliveries excluded).",
+            unit="{result}",
+            stat="applied",
+        )
+        self.duplicates = count(
+            "trawl.refresher.duplicates",
+            "Parse results already applied (redeliveries): nothing changed.",
+            unit="{result}",
+            stat="duplicates",
+        )
+        self.upserts = count(
+            "trawl.refresher.upserts",
+            "Products inserted or updated.",
+            unit="{product}",
+            stat="upserts",
+        )
+        self.snapshots = count(
+            "trawl.refresher.snapshots",
+            "Snapshots written (a price or availability changed).",
+            unit="{snapshot}",
+            stat="snapshots",
+        )
+        self.batches = count(
+            "trawl.refresher.batches",
+            "Batches of parse results applied, one transaction each.",
+            unit="{batch}",
+            stat="batches",
+        )
+        self.jobs_counted = count(
+            "trawl.refresher.jobs",
+            "Completed jobs whose misses were counted.",
+            unit="{job}",
+            stat="jobs_counted",
+        )
+
+
 class Refresher:
     def __init__(self, rt: Runtime) -> None:
         assert rt.pool is not None
         self.rt = rt
         self.pool = rt.pool
-        rt.stats.update({"applied": 0, "duplicates": 0, "upserts": 0, "snapshots": 0, "batches": 0})
-        rt.stats["jobs_counted"] = 0
+        self.counts = Counts(rt.metrics)
 
     async def on_parsed_batch(self, deliveries: list[Delivery[ParsedProducts]]) -> None:
         """A pulled batch in one transaction; the consumer acks it after the commit."""
@@ -45,12 +88,12 @@ class Refresher:
     async def apply(self, results: Sequence[ParsedProducts]) -> Applied:
         async with self.pool.acquire() as conn:
             done = await apply_results(conn, results)
-        stats = self.rt.stats
-        stats["batches"] += 1
-        stats["applied"] += done.results
-        stats["duplicates"] += done.duplicates
-        stats["upserts"] += done.upserts
-        stats["snapshots"] += done.snapshots
+        counts = self.counts
+        counts.batches.add()
+        counts.applied.add(done.results)
+        counts.duplicates.add(done.duplicates)
+        counts.upserts.add(done.upserts)
+        counts.snapshots.add(done.snapshots)
         return done
 
     async def on_job_completed(self, d: Delivery[JobEvent]) -> None:
@@ -83,7 +126,7 @@ class Refresher:
                 report = await count_misses(conn, event.job_id, event.source, source)
                 # Every image entry of the job is done now: point its products at them.
                 images = await link_images(conn, event.job_id, event.source)
-        self.rt.stats["jobs_counted"] += 1
+        self.counts.jobs_counted.add()
         counters = dict(event.counters)
         counters.update(
             {

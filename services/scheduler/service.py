@@ -53,7 +53,7 @@ class Scheduler:
         self.trigger_decoder = msgspec.json.Decoder(Trigger)
         self._progress: dict[int, dict[str, int]] = {}
         self._sweeps = 0
-        rt.stats["dispatched"] = 0
+        rt.metrics.show("dispatched", rt.metrics.dispatched)
 
     # -- triggers ----------------------------------------------------------------------------
     async def handle_trigger(self, trigger: Trigger, raw: bytes) -> TriggerReply:
@@ -154,7 +154,6 @@ class Scheduler:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
                 continue
-            self.rt.stats["dispatched"] = self.dispatcher.dispatched
             if sent:
                 continue
             timeout = 1.0 if due is None else min(1.0, max(0.01, due))
