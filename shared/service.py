@@ -1,8 +1,10 @@
 """One lifecycle for every service: settings → logs/traces → NATS (+ provisioning) → Postgres →
 the service's tasks → graceful drain on SIGTERM/SIGINT.
 
-A service module provides ``async def start(rt: Runtime) -> list[Coroutine]``; each coroutine
-becomes a named task. If any task dies, the service logs it and stops instead of limping on.
+A service module provides ``async def start(rt) -> list[Coroutine]``, taking a ``Runtime`` (no
+database: fetcher, parser) or a ``DbRuntime`` (scheduler, refresher, the admin API); each
+coroutine becomes a named task. If any task dies, the service logs it and stops instead of
+limping on.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
-from typing import Any, TypeVar, Unpack
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Literal, TypeVar, Unpack, overload
 
 import asyncpg
 import msgspec
@@ -46,45 +48,31 @@ T = TypeVar("T", bound=Message)
 
 @dataclass
 class Runtime:
-    """What a service's tasks share: clients and the stop signal."""
+    """What a service's tasks share: clients, counters and the stop signal. A service with a
+    database gets a ``DbRuntime``, whose pool is never ``None``."""
 
     service: str
     settings: Settings
     names: Names
     nc: Client
     js: JetStreamContext
-    pool: asyncpg.Pool | None
     stop: asyncio.Event
+    _: KW_ONLY
     started_at: float = field(default_factory=time.time)
     # The service's counters (its stats and /metrics) and instruments (histograms are no-ops
     # unless TRAWL_METRICS_LISTEN is set).
     metrics: Metrics = field(default_factory=Metrics.disabled)
-    _leadership: Leadership | None = field(default=None, repr=False)
 
     @property
     def stats(self) -> Mapping[str, int]:
         """The counts this instance shows on the service API (``/api/workers``)."""
         return self.metrics.stats()
 
-    def every(
-        self, interval: float, tick: Tick, *, cluster: bool = False
-    ) -> Coroutine[Any, Any, None]:
-        """A task for ``start()`` to return: ``tick`` now and every ``interval`` seconds.
-
-        ``cluster=True``: the tick runs on one replica of the service at a time, the one
-        holding its Postgres advisory lock (stale recovery, progress events: once per cluster,
-        not once per replica)."""
+    def every(self, interval: float, tick: Tick) -> Coroutine[Any, Any, None]:
+        """A task for ``start()`` to return: ``tick`` now and every ``interval`` seconds, on
+        every replica."""
         name = getattr(tick, "__name__", "tick")
-        leadership = None
-        if cluster:
-            if self.pool is None:
-                raise RuntimeError(f"{name}: a cluster-wide task needs the database")
-            if self._leadership is None:
-                scope = f"trawl:{self.names.ns}:{self.service}"
-                self._leadership = Leadership(self.pool, scope)
-            leadership = self._leadership
-        task = every(interval, tick, self.stop, name=name, leadership=leadership)
-        return named(task, f"every:{name}")
+        return named(every(interval, tick, self.stop, name=name), f"every:{name}")
 
     def consumer(
         self, channel: Channel[T], handler: Handler[T], **options: Unpack[Options[T]]
@@ -124,12 +112,40 @@ class Runtime:
         return {"max_deliver": self.settings.max_deliver, **options}
 
 
-StartFn = Callable[[Runtime], Awaitable[list[Coroutine[Any, Any, None]]]]
+@dataclass(kw_only=True)
+class DbRuntime(Runtime):
+    """The runtime of a service with a database (scheduler, refresher, the admin API)."""
+
+    pool: asyncpg.Pool
+    _leadership: Leadership | None = field(default=None, init=False, repr=False)
+
+    def every(
+        self, interval: float, tick: Tick, *, cluster: bool = False
+    ) -> Coroutine[Any, Any, None]:
+        """A task for ``start()`` to return: ``tick`` now and every ``interval`` seconds.
+
+        ``cluster=True``: the tick runs on one replica of the service at a time, the one
+        holding its Postgres advisory lock (stale recovery, progress events: once per cluster,
+        not once per replica)."""
+        if not cluster:
+            return super().every(interval, tick)
+        name = getattr(tick, "__name__", "tick")
+        if self._leadership is None:
+            scope = f"trawl:{self.names.ns}:{self.service}"
+            self._leadership = Leadership(self.pool, scope)
+        task = every(interval, tick, self.stop, name=name, leadership=self._leadership)
+        return named(task, f"every:{name}")
+
+
+R = TypeVar("R", bound=Runtime)
+StartFn = Callable[[R], Awaitable[list[Coroutine[Any, Any, None]]]]
 
 
 async def serve(
-    service: str, start: StartFn, *, needs_db: bool, settings: Settings | None = None
+    service: str, start: StartFn[Any], *, needs_db: bool, settings: Settings | None = None
 ) -> None:
+    """Run a service until SIGTERM/SIGINT; ``main`` types the pairing of ``start`` and
+    ``needs_db`` (a start that needs the pool gets a ``DbRuntime``)."""
     settings = settings or Settings.from_env()
     setup_logging(service, settings.log_level, settings.log_format)
     setup_tracing(f"trawl-{service}")
@@ -144,17 +160,19 @@ async def serve(
         js = nc.jetstream(timeout=10)
         names = Names(settings.namespace)
         await provision(js, names, max_deliver=settings.max_deliver)
-        pool = None
+        metrics, metrics_url = Metrics.disabled(), None
+        if settings.metrics_listen:
+            endpoint = MetricsEndpoint(service, settings.instance, js, names)
+            metrics = endpoint.metrics
+            metrics_url = await endpoint.start(settings.metrics_listen)
+            stack.push_async_callback(endpoint.close)
+        rt: Runtime
         if needs_db:
             pool = await open_pool(settings.database_url)
             stack.push_async_callback(pool.close)
-        rt = Runtime(service, settings, names, nc, js, pool, stop)
-        metrics_url = None
-        if settings.metrics_listen:
-            endpoint = MetricsEndpoint(service, settings.instance, js, names)
-            rt.metrics = endpoint.metrics
-            metrics_url = await endpoint.start(settings.metrics_listen)
-            stack.push_async_callback(endpoint.close)
+            rt = DbRuntime(service, settings, names, nc, js, stop, metrics=metrics, pool=pool)
+        else:
+            rt = Runtime(service, settings, names, nc, js, stop, metrics=metrics)
         await _register_micro(rt, stack, metrics_url)
         coros = await start(rt)
         tasks = [asyncio.create_task(c, name=f"{service}:{_name(c)}") for c in coros]
@@ -221,7 +239,15 @@ async def _register_micro(rt: Runtime, stack: AsyncExitStack, metrics_url: str |
     stack.push_async_callback(svc.stop)
 
 
-def main(service: str, start: StartFn, *, needs_db: bool) -> None:
+@overload
+def main(service: str, start: StartFn[Runtime], *, needs_db: Literal[False]) -> None: ...
+
+
+@overload
+def main(service: str, start: StartFn[DbRuntime], *, needs_db: Literal[True]) -> None: ...
+
+
+def main(service: str, start: StartFn[Any], *, needs_db: bool) -> None:
     with contextlib.suppress(KeyboardInterrupt):
         run(serve(service, start, needs_db=needs_db))
 

@@ -17,7 +17,7 @@ from control.api.auth import AUTH_KEY, PUBLIC_KEY, Auth, auth
 from control.api.openapi import build_document
 from control.api.problems import problems
 from control.api.routes import RT_KEY, Route, respond
-from shared.service import Runtime
+from shared.service import DbRuntime
 
 log = logging.getLogger("trawl.scheduler.api")
 
@@ -78,7 +78,7 @@ async def dashboard(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC / "index.html")
 
 
-def build_app(rt: Runtime, *, auth_conf: Auth | None = None) -> web.Application:
+def build_app(rt: DbRuntime, *, auth_conf: Auth | None = None) -> web.Application:
     routes = all_routes()
     app = web.Application(middlewares=[problems, auth])
     app[RT_KEY] = rt
@@ -93,7 +93,7 @@ def build_app(rt: Runtime, *, auth_conf: Auth | None = None) -> web.Application:
     return app
 
 
-async def serve_api(rt: Runtime) -> None:
+async def serve_api(rt: DbRuntime) -> None:
     host, _, port = rt.settings.api_listen.rpartition(":")
     runner = web.AppRunner(build_app(rt), access_log=None)
     await runner.setup()

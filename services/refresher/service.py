@@ -17,7 +17,7 @@ from shared.channels import JOB_EVENTS, PARSE_RESULTS
 from shared.consumer import Delivery, Subscriber
 from shared.errors import Retry
 from shared.metrics import Metrics
-from shared.service import Runtime
+from shared.service import DbRuntime
 from shared.sources import source_from_dict
 
 log = logging.getLogger("trawl.refresher")
@@ -75,8 +75,7 @@ class Counts:
 
 
 class Refresher:
-    def __init__(self, rt: Runtime) -> None:
-        assert rt.pool is not None
+    def __init__(self, rt: DbRuntime) -> None:
         self.rt = rt
         self.pool = rt.pool
         self.counts = Counts(rt.metrics)
@@ -167,7 +166,7 @@ class Refresher:
         )
 
 
-async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
     refresher = Refresher(rt)
     consumers: list[Subscriber[Any]] = [
         rt.batch_consumer(

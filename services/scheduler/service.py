@@ -25,7 +25,7 @@ from shared.bus import encode
 from shared.channels import FETCH_RESULTS, PARSE_RESULTS, TRIGGERS
 from shared.consumer import Delivery, Subscriber
 from shared.errors import Poison, Retry
-from shared.service import Runtime
+from shared.service import DbRuntime
 from shared.sources import source_to_dict
 from shared.telemetry import consumer_span
 
@@ -41,8 +41,7 @@ TRANSIENT = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, nats.errors
 
 
 class Scheduler:
-    def __init__(self, rt: Runtime) -> None:
-        assert rt.pool is not None
+    def __init__(self, rt: DbRuntime) -> None:
         self.rt = rt
         self.pool: asyncpg.Pool = rt.pool
         self.job_sources = JobSources()
@@ -278,7 +277,7 @@ class Scheduler:
         self._progress[job_id] = event.counters
 
 
-async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
     sched = Scheduler(rt)
     concurrency = rt.settings.concurrency
     consumers: list[Subscriber[Any]] = [
