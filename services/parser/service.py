@@ -14,6 +14,7 @@ import nats.js.errors
 from schemas.messages import FetchResult, ParseResult
 from schemas.source import Source
 from services.parser.formats import parse_payload
+from services.parser.page import EXTRACTOR_ERRORS
 from shared.bus import send
 from shared.channels import FETCH_RESULTS, PARSE_RESULTS
 from shared.consumer import Delivery
@@ -72,6 +73,7 @@ class Counts:
             unit="{page}",
             stat="parse_errors",
         )
+        self.extractor_errors = metrics.register(EXTRACTOR_ERRORS, stat="extractor_errors")
 
 
 class Parser:
