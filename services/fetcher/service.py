@@ -25,6 +25,7 @@ from services.fetcher.secrets import expand as expand_secrets
 from shared.bus import send
 from shared.channels import FETCH_RESULTS, FETCH_WORK
 from shared.consumer import Delivery
+from shared.errors import TrawlError
 from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore
 from shared.service import Runtime
@@ -39,7 +40,7 @@ PROXY_READY_WAIT = 5.0  # how long a proxied fetch waits for the first proxy lis
 _PROXY_REFUSALS = frozenset({403, 407, 429, 502, 504})
 
 
-class NoProxy(Exception):
+class NoProxy(TrawlError):
     """The source requires a proxy and none is healthy."""
 
 
