@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import Any
 
 import msgspec
 import nats.js.errors
+from nats.js.kv import KeyValue
 
 from schemas.messages import FetchResult, ParseResult
 from schemas.source import Source
@@ -19,6 +19,7 @@ from shared.bus import send
 from shared.channels import FETCH_RESULTS, PARSE_RESULTS
 from shared.consumer import Delivery
 from shared.errors import Retry
+from shared.lru import LRU
 from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.service import Runtime
@@ -34,9 +35,8 @@ class JobSourceCache:
 
     def __init__(self, rt: Runtime, size: int = 256) -> None:
         self.rt = rt
-        self._cache: OrderedDict[int, Source] = OrderedDict()
-        self._size = size
-        self._kv = None
+        self._cache: LRU[int, Source] = LRU(size)
+        self._kv: KeyValue | None = None
 
     async def get(self, job_id: int) -> Source:
         hit = self._cache.get(job_id)
@@ -49,9 +49,7 @@ class JobSourceCache:
         except nats.js.errors.KeyNotFoundError as exc:
             raise Retry(f"source of job {job_id} not published yet", delay=1.0) from exc
         source = source_from_dict(msgspec.json.decode(entry.value or b"{}"))
-        self._cache[job_id] = source
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+        self._cache.put(job_id, source)
         return source
 
 
