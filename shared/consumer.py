@@ -36,7 +36,7 @@ from shared.channels import DEAD_LETTERS, Channel
 from shared.errors import Poison, Retry
 from shared.metrics import Labels, Metrics
 from shared.names import Names
-from shared.provision import ConsumerSpec, consumer_config
+from shared.provision import consumer_config, consumer_spec
 from shared.telemetry import consumer_span, start_consumer_span
 
 log = logging.getLogger("trawl.consumer")
@@ -171,18 +171,11 @@ class Subscriber(Generic[T]):
     ) -> None:
         """``service``'s consumer of ``channel``: its durable there (the channel table), bodies
         decoded as the channel's type; it counts what it handles in ``metrics``."""
-        durable = channel.durable(service)
         self.nc = nc
         self.js = js
         self.names = names
         self.channel = channel
-        self.spec = ConsumerSpec(
-            service,
-            channel.stream,
-            channel.filter_subject(names, durable),
-            ack_wait=durable.ack_wait,
-            max_ack_pending=durable.max_ack_pending,
-        )
+        self.spec = consumer_spec(names, channel, service)
         self.decoder = msgspec.json.Decoder(channel.body)
         self.stop = stop
         self.concurrency = concurrency = options.get("concurrency", 64)

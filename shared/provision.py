@@ -10,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import nats.js.errors
 from nats.js import JetStreamContext, api
 
 from shared import names as n
-from shared.channels import CHANNELS
+from shared.channels import CHANNELS, Channel
 from shared.names import Names
 
 log = logging.getLogger("trawl.provision")
@@ -107,16 +108,22 @@ def stream_configs(names: Names) -> list[api.StreamConfig]:
 def consumer_specs(names: Names) -> list[ConsumerSpec]:
     """Every durable consumer of the namespace: the channel table's (``shared.channels``)."""
     return [
-        ConsumerSpec(
-            durable.service,
-            channel.stream,
-            channel.filter_subject(names, durable),
-            ack_wait=durable.ack_wait,
-            max_ack_pending=durable.max_ack_pending,
-        )
+        consumer_spec(names, channel, durable.service)
         for channel in CHANNELS
         for durable in channel.durables
     ]
+
+
+def consumer_spec(names: Names, channel: Channel[Any], service: str) -> ConsumerSpec:
+    """``service``'s durable consumer of ``channel``."""
+    durable = channel.durable(service)
+    return ConsumerSpec(
+        service,
+        channel.stream,
+        channel.filter_subject(names, durable),
+        ack_wait=durable.ack_wait,
+        max_ack_pending=durable.max_ack_pending,
+    )
 
 
 def consumer_config(names: Names, spec: ConsumerSpec, max_deliver: int) -> api.ConsumerConfig:

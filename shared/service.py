@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import KW_ONLY, dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, TypeVar, Unpack, overload
 
 import asyncpg
@@ -65,8 +66,9 @@ class Runtime:
 
     @property
     def stats(self) -> Mapping[str, int]:
-        """The counts this instance shows on the service API (``/api/workers``)."""
-        return self.metrics.stats()
+        """The counts this instance shows on the service API (``/api/workers``), read-only:
+        a service counts through its ``rt.metrics`` counters."""
+        return MappingProxyType(self.metrics.stats())
 
     def every(self, interval: float, tick: Tick) -> Coroutine[Any, Any, None]:
         """A task for ``start()`` to return: ``tick`` now and every ``interval`` seconds, on
@@ -218,7 +220,7 @@ async def _register_micro(rt: Runtime, stack: AsyncExitStack, metrics_url: str |
     (and find each one's ``/metrics``, whose port may have been picked at random)."""
 
     async def stats_handler(req: Request) -> None:
-        await req.respond(msgspec.json.encode(rt.stats))
+        await req.respond(msgspec.json.encode(dict(rt.stats)))
 
     svc = await add_service(
         rt.nc,
