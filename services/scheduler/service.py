@@ -15,15 +15,17 @@ import nats.errors
 from nats.aio.msg import Msg
 
 from schemas.messages import FetchResult, ParseResult, Trigger, TriggerReply
+from services.scheduler import store
 from services.scheduler.dispatch import Dispatcher
-from services.scheduler.jobs import JobSources, publish_event, try_complete
+from services.scheduler.jobs import JobSources, complete_and_announce, publish_event
 from services.scheduler.proxies import publish_active_proxies
 from services.scheduler.results import apply_fetch_result, apply_parse_result
 from services.scheduler.schedules import claim_due, record_run
+from services.scheduler.store import Conn
 from services.scheduler.triggers import start_job, trigger_digest
 from shared import names as n
 from shared.bus import encode
-from shared.consumer import Delivery
+from shared.consumer import Consumer, Delivery
 from shared.errors import Poison, Retry
 from shared.service import Runtime
 from shared.sources import source_to_dict
@@ -63,6 +65,7 @@ class Scheduler:
                 async with self.pool.acquire() as conn:
                     reply, created = await start_job(conn, trigger, digest)
                     if created:
+                        assert reply.job_id is not None  # a created job has its id
                         await self._publish_source(conn, reply.job_id)
                         await publish_event(
                             self.rt.js, self.rt.names, conn, reply.job_id, "started"
@@ -86,7 +89,7 @@ class Scheduler:
         )
         return reply
 
-    async def _publish_source(self, conn: asyncpg.Connection, job_id: int) -> None:
+    async def _publish_source(self, conn: Conn, job_id: int) -> None:
         """Put the job's source definition where stateless parsers can read it."""
         source, _ = await self.job_sources.get(conn, job_id)
         kv = await self.rt.js.key_value(self.rt.names.sources_bucket)
@@ -136,9 +139,8 @@ class Scheduler:
                 await self._maybe_complete(conn, applied.job_id)
         self.wake.set()
 
-    async def _maybe_complete(self, conn: asyncpg.Connection, job_id: int) -> None:
-        if await try_complete(conn, job_id):
-            await publish_event(self.rt.js, self.rt.names, conn, job_id, "completed")
+    async def _maybe_complete(self, conn: Conn, job_id: int) -> None:
+        if await complete_and_announce(self.rt.js, self.rt.names, conn, job_id):
             self._progress.pop(job_id, None)
 
     # -- loops -------------------------------------------------------------------------------
@@ -225,55 +227,29 @@ class Scheduler:
         visibility = self.rt.settings.visibility_timeout
         async with self.pool.acquire() as conn:
             await publish_active_proxies(conn, self.rt.js, self.rt.names)
-            recovered = await conn.fetch(
-                """UPDATE entries SET state = 'pending', updated_at = now()
-                   WHERE id IN (SELECT id FROM entries
-                                WHERE state IN ('dispatched', 'fetched')
-                                  AND dispatched_at < now() - make_interval(secs => $1)
-                                LIMIT 10000 FOR UPDATE SKIP LOCKED)
-                   RETURNING domain""",
-                visibility,
-            )
+            recovered = await store.frontier.recover_stale(conn, visibility)
             if recovered:
                 log.warning(
                     "recovered %d stale entries",
-                    len(recovered),
-                    extra={"action": "stale_recovered", "count": len(recovered)},
-                )
-                # In-flight counters are recomputed from the entries (self-healing).
-                await conn.execute(
-                    """UPDATE domains d SET has_pending = true,
-                           in_flight = (SELECT count(*) FROM entries e
-                                        WHERE e.domain = d.domain AND e.state = 'dispatched')
-                       WHERE d.domain = ANY($1::text[])""",
-                    sorted({r["domain"] for r in recovered}),
+                    recovered,
+                    extra={"action": "stale_recovered", "count": recovered},
                 )
                 self.wake.set()
             self._sweeps += 1
             if self._sweeps % RECHECK_EVERY == 0:
                 # Backstop for the has_pending flag: a domain must never starve silently.
-                await conn.execute(
-                    """UPDATE domains d SET has_pending = true
-                       WHERE NOT has_pending AND EXISTS (
-                           SELECT 1 FROM entries e WHERE e.domain = d.domain
-                             AND e.state = 'pending')"""
-                )
-            running = await conn.fetch("SELECT id FROM jobs WHERE status = 'running'")
-            for row in running:
-                await self._maybe_complete(conn, row["id"])
-            lost = await conn.fetch(
-                "SELECT id, status FROM jobs WHERE status IN ('completed', 'cancelled') "
-                "AND NOT event_published LIMIT 100"
-            )
-            for row in lost:
-                event = "completed" if row["status"] == "completed" else "cancelled"
-                await publish_event(self.rt.js, self.rt.names, conn, row["id"], event)
-            for row in running:
-                await self._progress_event(conn, row["id"])
+                await store.frontier.recheck_has_pending(conn)
+            running = await store.jobs.running_ids(conn)
+            for job_id in running:
+                await self._maybe_complete(conn, job_id)
+            for job_id, status in await store.jobs.unpublished_final(conn):
+                event = "completed" if status == "completed" else "cancelled"
+                await publish_event(self.rt.js, self.rt.names, conn, job_id, event)
+            for job_id in running:
+                await self._progress_event(conn, job_id)
 
-    async def _progress_event(self, conn: asyncpg.Connection, job_id: int) -> None:
-        status = await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id)
-        if status != "running":
+    async def _progress_event(self, conn: Conn, job_id: int) -> None:
+        if await store.jobs.status(conn, job_id) != "running":
             return
         event = await publish_event(self.rt.js, self.rt.names, conn, job_id, "progress")
         self._progress[job_id] = event.counters
@@ -282,7 +258,7 @@ class Scheduler:
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     sched = Scheduler(rt)
     concurrency = rt.settings.concurrency
-    consumers = [
+    consumers: list[Consumer[Any]] = [
         rt.consumer(n.TRIGGER, Trigger, sched.on_trigger, concurrency=8),
         rt.consumer(n.FETCHED, FetchResult, sched.on_fetched, concurrency=concurrency),
         rt.consumer(n.PARSED, ParseResult, sched.on_parsed, concurrency=concurrency),
