@@ -8,15 +8,20 @@ connection (and the store where bodies are needed) and returns JSON-ready dicts.
 from __future__ import annotations
 
 import difflib
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
 import asyncpg
 import msgspec
 
+from schemas.read import PayloadOut
+from schemas.source import Source
+from services.scheduler.store import Conn
+from services.scheduler.store import jobs as job_records
+from services.scheduler.store import payloads as payload_records
 from shared.errors import TrawlError
 from shared.payloads import PayloadStore
+from shared.sources import source_from_dict
 
 # Lines of unified diff returned at most: a rewritten page must not produce megabytes.
 MAX_DIFF_LINES = 2000
@@ -35,25 +40,19 @@ PRODUCT_DIFF_FIELDS = (
     "image",
 )
 
-_META = """SELECT p.ref, p.url, p.job_id, p.attempt_id, p.status, p.content_type, p.size,
-                  p.stored_size, p.sha256, p.fetched_at, j.source
-           FROM payloads p LEFT JOIN jobs j ON j.id = p.job_id"""
-
 
 class PayloadIndexError(TrawlError):
     """The payload or job is not known."""
 
 
-def _row(r: asyncpg.Record) -> dict[str, Any]:
-    out = dict(r)
-    for k, v in out.items():
-        if isinstance(v, datetime):
-            out[k] = v.isoformat()
+def _record(payload: PayloadOut) -> dict[str, Any]:
+    """A payload record as JSON-ready data."""
+    out: dict[str, Any] = msgspec.to_builtins(payload)
     return out
 
 
 async def list_payloads(
-    conn: asyncpg.Connection,
+    conn: Conn,
     *,
     url: str | None = None,
     job_id: int | None = None,
@@ -61,65 +60,43 @@ async def list_payloads(
     offset: int = 0,
 ) -> list[dict[str, Any]]:
     """Payload records, newest first, optionally of one URL and/or one job."""
-    rows = await conn.fetch(
-        f"""{_META}
-            WHERE ($1::text IS NULL OR p.url = $1) AND ($2::bigint IS NULL OR p.job_id = $2)
-            ORDER BY p.fetched_at DESC, p.attempt_id DESC LIMIT $3 OFFSET $4""",
-        url,
-        job_id,
-        limit,
-        offset,
-    )
-    return [_row(r) for r in rows]
+    found = await payload_records.list_all(conn, url=url, job_id=job_id, limit=limit, offset=offset)
+    return [_record(p) for p in found]
 
 
-async def payload_meta(conn: asyncpg.Connection, ref: str) -> dict[str, Any] | None:
+async def payload_meta(conn: Conn, ref: str) -> dict[str, Any] | None:
     """The latest record of a payload reference, with how often that body was fetched.
 
     Bodies are content-addressed, so one reference can stand for several fetches (of several
     URLs even); ``fetches`` counts them.
     """
-    row = await conn.fetchrow(
-        f"""{_META} WHERE p.ref = $1 ORDER BY p.fetched_at DESC, p.attempt_id DESC LIMIT 1""",
-        ref,
-    )
-    if row is None:
+    found = await payload_records.meta(conn, ref)
+    if found is None:
         return None
-    out = _row(row)
-    out["fetches"] = await conn.fetchval("SELECT count(*) FROM payloads WHERE ref = $1", ref)
+    out = _record(found)
+    out["fetches"] = await payload_records.fetches(conn, ref)
     return out
 
 
-async def latest_payload(conn: asyncpg.Connection, url: str) -> dict[str, Any] | None:
+async def latest_payload(conn: Conn, url: str) -> dict[str, Any] | None:
     """The newest stored payload of a URL."""
-    row = await conn.fetchrow(
-        f"""{_META} WHERE p.url = $1 ORDER BY p.fetched_at DESC, p.attempt_id DESC LIMIT 1""",
-        url,
-    )
-    return _row(row) if row else None
+    found = await payload_records.latest(conn, url)
+    return _record(found) if found else None
 
 
-async def recent_refs(conn: asyncpg.Connection, url: str, limit: int = 2) -> list[str]:
+async def recent_refs(conn: Conn, url: str, limit: int = 2) -> list[str]:
     """The URL's most recent distinct bodies, newest first (for "diff its last two")."""
-    rows = await conn.fetch(
-        "SELECT ref FROM payloads WHERE url = $1 GROUP BY ref "
-        "ORDER BY max(fetched_at) DESC LIMIT $2",
-        url,
-        limit,
-    )
-    return [r["ref"] for r in rows]
+    return await payload_records.recent_refs(conn, url, limit)
 
 
-async def _job_source(conn: asyncpg.Connection, job_id: int | None):
-    from shared.sources import source_from_dict
-
+async def _job_source(conn: Conn, job_id: int | None) -> Source | None:
     if job_id is None:
         return None
-    definition = await conn.fetchval("SELECT definition FROM jobs WHERE id = $1", job_id)
+    definition = await job_records.definition(conn, job_id)
     return source_from_dict(definition) if definition else None
 
 
-async def _page(store: PayloadStore, conn: asyncpg.Connection, ref: str) -> dict[str, Any]:
+async def _page(store: PayloadStore, conn: Conn, ref: str) -> dict[str, Any]:
     # The parser is imported here: only diffs need it, and listing payloads must stay light.
     from services.parser.decode import decode_html
     from services.parser.page import parse_page
@@ -139,9 +116,7 @@ async def _page(store: PayloadStore, conn: asyncpg.Connection, ref: str) -> dict
     return {"meta": meta, "text": text, "product": product}
 
 
-async def diff_payloads(
-    store: PayloadStore, conn: asyncpg.Connection, ref_a: str, ref_b: str
-) -> dict[str, Any]:
+async def diff_payloads(store: PayloadStore, conn: Conn, ref_a: str, ref_b: str) -> dict[str, Any]:
     """Unified diff of two decoded pages and the product fields whose extraction differs."""
     a = await _page(store, conn, ref_a)
     b = await _page(store, conn, ref_b)

@@ -3,9 +3,12 @@ the diffs. Defined once here; a store returns them and every reader shows them a
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Generic, TypeVar
 
 import msgspec
+
+from schemas.source import Source
 
 T = TypeVar("T")
 
@@ -17,3 +20,141 @@ class Page(msgspec.Struct, Generic[T], kw_only=True):
     total: int
     limit: int = 0
     offset: int = 0
+
+
+# -- jobs --------------------------------------------------------------------------------------
+# The scheduler's read models: its store returns them; the admin API, the CLI and the client
+# show them as they are.
+
+
+class JobOut(msgspec.Struct, kw_only=True):
+    id: int
+    source: str
+    kind: str
+    status: str  # running | completed | cancelled
+    paused: bool
+    priority: int | None
+    requested_by: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    # Entries by state (pending, done, …) and by last outcome (outcome_ok, …), products found,
+    # kw:<keyword>:pages|products; live while running, as final when the job ended.
+    counters: dict[str, int]
+    rate_per_min: float  # attempts recorded in the last minute
+
+
+class EntryOut(msgspec.Struct, kw_only=True):
+    """One frontier entry of a job: a URL (or one page of an API listing) and its state."""
+
+    id: int
+    url: str
+    domain: str
+    kind: str
+    depth: int
+    state: str
+    attempts: int
+    priority: int
+    not_before: datetime | None
+    last_outcome: str | None
+    last_status: int | None
+    parse_error: str | None
+    updated_at: datetime
+
+
+class FailureOut(msgspec.Struct, kw_only=True):
+    """A failed attempt (any outcome but ok and not_modified)."""
+
+    attempt_id: str
+    job_id: int
+    url: str
+    outcome: str
+    status: int | None
+    error: str | None
+    recorded_at: datetime
+
+
+class JobStats(msgspec.Struct, kw_only=True):
+    jobs: dict[str, int]  # by status
+    entries: dict[str, int]  # entries of running jobs by state
+    outcomes_last_hour: dict[str, int]
+
+
+class DomainOut(msgspec.Struct, kw_only=True):
+    """A domain's pacing state and the work waiting for it."""
+
+    domain: str
+    paused: bool
+    max_in_flight: int
+    in_flight: int
+    min_delay: float
+    max_delay: float
+    crawl_delay: float | None
+    backoff: float
+    next_allowed_at: datetime
+    pending: int
+    waiting: int
+    blocked_last_hour: int
+    updated_at: datetime
+
+
+class WaitingOut(msgspec.Struct, kw_only=True):
+    """An open entry and the first thing that holds it back."""
+
+    entry_id: int
+    job_id: int
+    url: str
+    domain: str
+    state: str
+    reason: str
+    not_before: datetime | None
+    last_outcome: str | None
+    attempts: int
+
+
+class ScheduleOut(msgspec.Struct, kw_only=True):
+    id: int
+    source: str
+    spec: str  # @hourly … @yearly, "@every 30m", or five-field cron
+    kind: str
+    enabled: bool
+    next_run_at: datetime
+    last_run_at: datetime | None
+    last_job_id: int | None
+    last_error: str | None  # why the last run was skipped or failed
+    created_at: datetime
+
+
+class ProxyOut(msgspec.Struct, kw_only=True):
+    id: int
+    url: str  # credentials masked
+    active: bool
+    healthy: bool
+    consecutive_failures: int
+    successes: int
+    failures: int
+    last_error: str | None
+    last_used_at: datetime | None
+    created_at: datetime
+
+
+class SourceOut(msgspec.Struct, kw_only=True):
+    name: str
+    definition: Source
+    updated_at: datetime
+    running_job: int | None = None
+
+
+class PayloadOut(msgspec.Struct, kw_only=True):
+    """A stored payload's record (the body is in the payload store, by ``ref``)."""
+
+    ref: str
+    url: str
+    job_id: int | None
+    attempt_id: str
+    status: int | None
+    content_type: str | None
+    size: int
+    stored_size: int | None
+    sha256: str
+    fetched_at: datetime
+    source: str | None  # its job's source
