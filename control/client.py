@@ -18,6 +18,7 @@ from nats.js import api
 
 from schemas.messages import JobEvent, Trigger, TriggerReply
 from schemas.source import Source
+from services.refresher import store as refresher
 from services.scheduler.store import jobs as job_records
 from services.scheduler.store import sources as source_records
 from shared.bus import connect, discover_instances, encode
@@ -157,9 +158,7 @@ class TrawlClient:
             }
         if final:
             async with (await self.pool()).acquire() as conn:
-                summary["products"] = await conn.fetchval(
-                    "SELECT count(*) FROM products WHERE source = $1", final.source
-                )
+                summary["products"] = await refresher.count_products(conn, final.source)
         return summary
 
     async def workers(self, *, wait: float = 0.3) -> list[dict[str, Any]]:
@@ -195,10 +194,10 @@ class TrawlClient:
         return None if job is None else msgspec.to_builtins(job)
 
     async def products(self, source: str, limit: int | None = None) -> list[dict[str, Any]]:
-        from services.refresher.products import list_products
-
+        """A source's products by key, as ``ProductOut`` records in JSON form."""
         async with (await self.pool()).acquire() as conn:
-            return await list_products(conn, source, limit=limit)
+            products = await refresher.list_products(conn, source, limit=limit)
+        return [msgspec.to_builtins(p) for p in products]
 
     async def source(self, name: str) -> Source:
         async with (await self.pool()).acquire() as conn:
