@@ -196,9 +196,9 @@ SELECT job_id FROM triggers WHERE digest = $1
 UPDATE triggers SET job_id = $2 WHERE digest = $1
 
 -- name: known_product_urls
--- A refresh re-visits every product the source knows. This reads the refresher's products
--- table (the one place the scheduler reads another owner's table).
-SELECT url FROM products WHERE source = $1 AND url IS NOT NULL ORDER BY url
+-- A refresh re-visits every product the source knows: the catalog view the refresher owns
+-- (migrations/0014), never its table.
+SELECT url FROM catalog_product_urls WHERE source = $1 ORDER BY url
 
 -- == the frontier: admission ==================================================================
 

@@ -64,6 +64,8 @@ async def test_migrate_creates_database_and_replays_all_migrations_once() -> Non
             "frontier_payloads",
             "frontier_stored_copies",
         } <= views
+        # What other owners read of the catalog (0014): the refresher's view.
+        assert "catalog_product_urls" in views
     finally:
         await _drop(name)
 
