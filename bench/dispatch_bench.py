@@ -20,7 +20,8 @@ import uuid
 import asyncpg
 
 from migrations.runner import migrate
-from services.scheduler.dispatch import _CLAIM_ENTRIES, CLAIM_DOMAINS, PICK_ENTRIES, Dispatcher
+from services.scheduler import store
+from services.scheduler.dispatch import Dispatcher
 from services.scheduler.jobs import JobSources
 from shared.bus import connect
 from shared.db import open_pool
@@ -106,9 +107,10 @@ async def query_latency(
             tr = conn.transaction()
             await tr.start()
             t = time.perf_counter()
-            claimed = await conn.fetch(CLAIM_DOMAINS, per_claim)
+            claimed = await store.dispatch.claim_domains(conn, per_claim)
             args = ([d["domain"] for d in claimed], [1] * len(claimed))
-            picked = await conn.fetch(PICK_ENTRIES if i % 2 else _CLAIM_ENTRIES, *args)
+            pick = store.dispatch.pick_entries if i % 2 else store.dispatch.claim_entries
+            picked = await pick(conn, *args)
             (select_ms if i % 2 else claim_ms).append((time.perf_counter() - t) * 1000)
             assert len(picked) == len(claimed) == per_claim, (len(claimed), len(picked))
             await tr.rollback()

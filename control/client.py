@@ -18,11 +18,14 @@ from nats.js import api
 
 from schemas.messages import JobEvent, Trigger, TriggerReply
 from schemas.source import Source
+from services.refresher import store as refresher
+from services.scheduler.store import jobs as job_records
+from services.scheduler.store import sources as source_records
 from shared.bus import connect, discover_instances, encode
 from shared.db import open_pool
+from shared.errors import SourceError
 from shared.names import Names
 from shared.settings import Settings
-from shared.sources import source_from_dict
 
 _event_decoder = msgspec.json.Decoder(JobEvent)
 _reply_decoder = msgspec.json.Decoder(TriggerReply)
@@ -155,9 +158,7 @@ class TrawlClient:
             }
         if final:
             async with (await self.pool()).acquire() as conn:
-                summary["products"] = await conn.fetchval(
-                    "SELECT count(*) FROM products WHERE source = $1", final.source
-                )
+                summary["products"] = await refresher.count_products(conn, final.source)
         return summary
 
     async def workers(self, *, wait: float = 0.3) -> list[dict[str, Any]]:
@@ -181,43 +182,29 @@ class TrawlClient:
 
     # -- read models --------------------------------------------------------------------------
     async def jobs(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest jobs, as the API's ``JobOut`` read model (JSON-ready)."""
         async with (await self.pool()).acquire() as conn:
-            rows = await conn.fetch(
-                "SELECT id, source, kind, status, created_at, finished_at, counters FROM jobs "
-                "ORDER BY id DESC LIMIT $1",
-                limit,
-            )
-        return [_job(r) for r in rows]
+            page = await job_records.page(conn, limit=limit)
+        return [msgspec.to_builtins(job) for job in page.items]
 
     async def job(self, job_id: int) -> dict[str, Any] | None:
-        from services.scheduler.jobs import counters
-
+        """One job as ``JobOut`` (JSON-ready), its entries counted now."""
         async with (await self.pool()).acquire() as conn:
-            row = await conn.fetchrow(
-                "SELECT id, source, kind, status, created_at, finished_at, counters FROM jobs "
-                "WHERE id = $1",
-                job_id,
-            )
-            if row is None:
-                return None
-            out = _job(row)
-            out["counters"] = await counters(conn, job_id)
-        return out
+            job = await job_records.get(conn, job_id, live=True)
+        return None if job is None else msgspec.to_builtins(job)
 
     async def products(self, source: str, limit: int | None = None) -> list[dict[str, Any]]:
-        from services.refresher.products import list_products
-
+        """A source's products by key, as ``ProductOut`` records in JSON form."""
         async with (await self.pool()).acquire() as conn:
-            return await list_products(conn, source, limit=limit)
+            products = await refresher.list_products(conn, source, limit=limit)
+        return [msgspec.to_builtins(p) for p in products]
 
     async def source(self, name: str) -> Source:
         async with (await self.pool()).acquire() as conn:
-            definition = await conn.fetchval("SELECT definition FROM sources WHERE name = $1", name)
-        if definition is None:
-            from shared.errors import SourceError
-
+            found = await source_records.get(conn, name)
+        if found is None:
             raise SourceError(f"unknown source {name!r}")
-        return source_from_dict(definition)
+        return found.definition
 
     # -- human output -------------------------------------------------------------------------
     @staticmethod
@@ -282,18 +269,6 @@ class TrawlClient:
                 str(p["consecutive_misses"]),
             )
         Console().print(table)
-
-
-def _job(row: asyncpg.Record) -> dict[str, Any]:
-    return {
-        "id": row["id"],
-        "source": row["source"],
-        "kind": row["kind"],
-        "status": row["status"],
-        "created_at": row["created_at"].isoformat(),
-        "finished_at": row["finished_at"].isoformat() if row["finished_at"] else None,
-        "counters": row["counters"] or {},
-    }
 
 
 class _Progress:

@@ -8,52 +8,40 @@ connection (and the store where bodies are needed) and returns JSON-ready dicts.
 from __future__ import annotations
 
 import difflib
-from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
-import asyncpg
 import msgspec
 
+from schemas.messages import Product
+from schemas.read import JobDiff, PayloadOut, PriceChange, StockChange
+from schemas.source import Source
+from services.refresher import store as refresher
+from services.scheduler.store import Conn
+from services.scheduler.store import jobs as job_records
+from services.scheduler.store import payloads as payload_records
 from shared.errors import TrawlError
 from shared.payloads import PayloadStore
+from shared.sources import source_from_dict
 
 # Lines of unified diff returned at most: a rewritten page must not produce megabytes.
 MAX_DIFF_LINES = 2000
-PRODUCT_DIFF_FIELDS = (
-    "key",
-    "sku",
-    "gtin",
-    "mpn",
-    "name",
-    "brand",
-    "price",
-    "sale_price",
-    "currency",
-    "availability",
-    "url",
-    "image",
-)
-
-_META = """SELECT p.ref, p.url, p.job_id, p.attempt_id, p.status, p.content_type, p.size,
-                  p.stored_size, p.sha256, p.fetched_at, j.source
-           FROM payloads p LEFT JOIN jobs j ON j.id = p.job_id"""
+# The product fields a payload diff compares: every field the parser extracts.
+PRODUCT_DIFF_FIELDS = tuple(f.name for f in msgspec.structs.fields(Product))
 
 
 class PayloadIndexError(TrawlError):
     """The payload or job is not known."""
 
 
-def _row(r: asyncpg.Record) -> dict[str, Any]:
-    out = dict(r)
-    for k, v in out.items():
-        if isinstance(v, datetime):
-            out[k] = v.isoformat()
+def _record(payload: PayloadOut) -> dict[str, Any]:
+    """A payload record as JSON-ready data."""
+    out: dict[str, Any] = msgspec.to_builtins(payload)
     return out
 
 
 async def list_payloads(
-    conn: asyncpg.Connection,
+    conn: Conn,
     *,
     url: str | None = None,
     job_id: int | None = None,
@@ -61,65 +49,43 @@ async def list_payloads(
     offset: int = 0,
 ) -> list[dict[str, Any]]:
     """Payload records, newest first, optionally of one URL and/or one job."""
-    rows = await conn.fetch(
-        f"""{_META}
-            WHERE ($1::text IS NULL OR p.url = $1) AND ($2::bigint IS NULL OR p.job_id = $2)
-            ORDER BY p.fetched_at DESC, p.attempt_id DESC LIMIT $3 OFFSET $4""",
-        url,
-        job_id,
-        limit,
-        offset,
-    )
-    return [_row(r) for r in rows]
+    found = await payload_records.list_all(conn, url=url, job_id=job_id, limit=limit, offset=offset)
+    return [_record(p) for p in found]
 
 
-async def payload_meta(conn: asyncpg.Connection, ref: str) -> dict[str, Any] | None:
+async def payload_meta(conn: Conn, ref: str) -> dict[str, Any] | None:
     """The latest record of a payload reference, with how often that body was fetched.
 
     Bodies are content-addressed, so one reference can stand for several fetches (of several
     URLs even); ``fetches`` counts them.
     """
-    row = await conn.fetchrow(
-        f"""{_META} WHERE p.ref = $1 ORDER BY p.fetched_at DESC, p.attempt_id DESC LIMIT 1""",
-        ref,
-    )
-    if row is None:
+    found = await payload_records.meta(conn, ref)
+    if found is None:
         return None
-    out = _row(row)
-    out["fetches"] = await conn.fetchval("SELECT count(*) FROM payloads WHERE ref = $1", ref)
+    out = _record(found)
+    out["fetches"] = await payload_records.fetches(conn, ref)
     return out
 
 
-async def latest_payload(conn: asyncpg.Connection, url: str) -> dict[str, Any] | None:
+async def latest_payload(conn: Conn, url: str) -> dict[str, Any] | None:
     """The newest stored payload of a URL."""
-    row = await conn.fetchrow(
-        f"""{_META} WHERE p.url = $1 ORDER BY p.fetched_at DESC, p.attempt_id DESC LIMIT 1""",
-        url,
-    )
-    return _row(row) if row else None
+    found = await payload_records.latest(conn, url)
+    return _record(found) if found else None
 
 
-async def recent_refs(conn: asyncpg.Connection, url: str, limit: int = 2) -> list[str]:
+async def recent_refs(conn: Conn, url: str, limit: int = 2) -> list[str]:
     """The URL's most recent distinct bodies, newest first (for "diff its last two")."""
-    rows = await conn.fetch(
-        "SELECT ref FROM payloads WHERE url = $1 GROUP BY ref "
-        "ORDER BY max(fetched_at) DESC LIMIT $2",
-        url,
-        limit,
-    )
-    return [r["ref"] for r in rows]
+    return await payload_records.recent_refs(conn, url, limit)
 
 
-async def _job_source(conn: asyncpg.Connection, job_id: int | None):
-    from shared.sources import source_from_dict
-
+async def _job_source(conn: Conn, job_id: int | None) -> Source | None:
     if job_id is None:
         return None
-    definition = await conn.fetchval("SELECT definition FROM jobs WHERE id = $1", job_id)
+    definition = await job_records.definition(conn, job_id)
     return source_from_dict(definition) if definition else None
 
 
-async def _page(store: PayloadStore, conn: asyncpg.Connection, ref: str) -> dict[str, Any]:
+async def _page(store: PayloadStore, conn: Conn, ref: str) -> dict[str, Any]:
     # The parser is imported here: only diffs need it, and listing payloads must stay light.
     from services.parser.decode import decode_html
     from services.parser.page import parse_page
@@ -139,9 +105,7 @@ async def _page(store: PayloadStore, conn: asyncpg.Connection, ref: str) -> dict
     return {"meta": meta, "text": text, "product": product}
 
 
-async def diff_payloads(
-    store: PayloadStore, conn: asyncpg.Connection, ref_a: str, ref_b: str
-) -> dict[str, Any]:
+async def diff_payloads(store: PayloadStore, conn: Conn, ref_a: str, ref_b: str) -> dict[str, Any]:
     """Unified diff of two decoded pages and the product fields whose extraction differs."""
     a = await _page(store, conn, ref_a)
     b = await _page(store, conn, ref_b)
@@ -170,81 +134,52 @@ async def diff_payloads(
     }
 
 
-# The products a job saw: its applied parse results (a 304 without a product counts its URL's).
-_SEEN = """
-SELECT DISTINCT product_key AS key FROM applied_results
-WHERE job_id = $1 AND source = $2 AND product_key IS NOT NULL
-UNION
-SELECT p.key FROM products p JOIN applied_results a
-  ON a.job_id = $1 AND a.not_modified_url IS NOT NULL AND p.url = a.not_modified_url
-WHERE p.source = $2
-"""
-
-# A product's state as of a job: its last snapshot up to that job (snapshots are written on
-# change only, so the last one is the state then).
-_STATE = """
-SELECT DISTINCT ON (key) key, price, sale_price, currency, availability
-FROM snapshots WHERE source = $1 AND job_id <= $2 AND key = ANY($3::text[])
-ORDER BY key, job_id DESC, id DESC
-"""
+def _changed(a: str | None, b: str | None) -> bool:
+    # As numbers: a price stored as 10.50 once and 10.5 later did not change.
+    return (None if a is None else Decimal(a)) != (None if b is None else Decimal(b))
 
 
-def _price(value: Decimal | None) -> str | None:
-    return None if value is None else f"{value:f}"
-
-
-async def diff_jobs(
-    conn: asyncpg.Connection, source: str, job_a: int, job_b: int
-) -> dict[str, Any]:
+async def diff_jobs(conn: refresher.Conn, source: str, job_a: int, job_b: int) -> dict[str, Any]:
     """What changed in a source's catalog between two of its jobs: products added (seen in B
     only), removed (seen in A only), and price and stock changes of products seen in both."""
-    jobs = {
-        r["id"]: r
-        for r in await conn.fetch(
-            "SELECT id, source, kind, status, created_at FROM jobs WHERE id = ANY($1::bigint[])",
-            [job_a, job_b],
-        )
-    }
     for job_id in (job_a, job_b):
-        if job_id not in jobs or jobs[job_id]["source"] != source:
+        job = await refresher.job(conn, job_id)
+        if job is None or job.source != source:
             raise PayloadIndexError(f"job {job_id} is not a job of source {source!r}")
-    seen_a = {r["key"] for r in await conn.fetch(_SEEN, job_a, source)}
-    seen_b = {r["key"] for r in await conn.fetch(_SEEN, job_b, source)}
+    seen_a = await refresher.applied_keys(conn, job_a, source)
+    seen_b = await refresher.applied_keys(conn, job_b, source)
     both = sorted(seen_a & seen_b)
-    state_a = {r["key"]: r for r in await conn.fetch(_STATE, source, job_a, both)}
-    state_b = {r["key"]: r for r in await conn.fetch(_STATE, source, job_b, both)}
+    state_a = await refresher.states_as_of(conn, source, job_a, both)
+    state_b = await refresher.states_as_of(conn, source, job_b, both)
     price_changes, stock_changes = [], []
     for key in both:
         a, b = state_a.get(key), state_b.get(key)
         if a is None or b is None:
             continue
-        if (a["price"], a["sale_price"]) != (b["price"], b["sale_price"]):
+        if _changed(a.price, b.price) or _changed(a.sale_price, b.sale_price):
             price_changes.append(
-                {
-                    "key": key,
-                    "price_a": _price(a["price"]),
-                    "price_b": _price(b["price"]),
-                    "sale_price_a": _price(a["sale_price"]),
-                    "sale_price_b": _price(b["sale_price"]),
-                    "currency": b["currency"],
-                }
+                PriceChange(
+                    key=key,
+                    price_a=a.price,
+                    price_b=b.price,
+                    sale_price_a=a.sale_price,
+                    sale_price_b=b.sale_price,
+                    currency=b.currency,
+                )
             )
-        if a["availability"] != b["availability"]:
+        if a.availability != b.availability:
             stock_changes.append(
-                {
-                    "key": key,
-                    "availability_a": a["availability"],
-                    "availability_b": b["availability"],
-                }
+                StockChange(key=key, availability_a=a.availability, availability_b=b.availability)
             )
-    return {
-        "source": source,
-        "job_a": job_a,
-        "job_b": job_b,
-        "seen_a": len(seen_a),
-        "seen_b": len(seen_b),
-        "added": sorted(seen_b - seen_a),
-        "removed": sorted(seen_a - seen_b),
-        "price_changes": price_changes,
-        "stock_changes": stock_changes,
-    }
+    diff = JobDiff(
+        source=source,
+        job_a=job_a,
+        job_b=job_b,
+        seen_a=len(seen_a),
+        seen_b=len(seen_b),
+        added=sorted(seen_b - seen_a),
+        removed=sorted(seen_a - seen_b),
+        price_changes=price_changes,
+        stock_changes=stock_changes,
+    )
+    return cast(dict[str, Any], msgspec.to_builtins(diff))

@@ -23,6 +23,7 @@ import asyncpg
 
 from schemas.messages import ParseResult
 from services.parser.formats import parse_payload
+from services.refresher import store as refresher
 from services.refresher.products import apply_results
 from shared.api_template import decode_request
 from shared.errors import TrawlError
@@ -30,17 +31,6 @@ from shared.payloads import PayloadNotFound, PayloadStore
 from shared.sources import source_from_dict
 
 log = logging.getLogger("trawl.refresher.replay")
-
-_PAGES = """
-SELECT DISTINCT ON (e.id) e.id AS entry_id, e.url, e.depth, e.keyword, e.kind, e.request,
-       p.ref, p.content_type
-FROM entries e
-JOIN payloads p ON p.url = e.url AND p.job_id <= e.job_id
-  AND (e.request_key = '' OR p.attempt_id = e.id || '.' || e.attempts)
-JOIN jobs pj ON pj.id = p.job_id AND pj.source = $2
-WHERE e.job_id = $1 AND e.last_outcome IN ('ok', 'not_modified') AND e.kind <> 'image'
-ORDER BY e.id, p.job_id DESC, p.fetched_at DESC
-"""
 
 CHUNK = 500  # results per transaction
 FETCHES = 32  # payload reads in flight
@@ -67,49 +57,47 @@ class ReplayReport:
 
 async def replay_job(pool: asyncpg.Pool, store: PayloadStore, job_id: int) -> ReplayReport:
     async with pool.acquire() as conn:
-        job = await conn.fetchrow(
-            "SELECT id, source, status, definition FROM jobs WHERE id = $1", job_id
-        )
+        job = await refresher.job(conn, job_id)
         if job is None:
             raise ReplayError(f"job {job_id} not found")
-        if job["status"] == "running":
+        if job.status == "running":
             raise ReplayError(f"job {job_id} is still running")
-        pages = await conn.fetch(_PAGES, job_id, job["source"])
-    source = source_from_dict(job["definition"])
+        pages = await refresher.replay_pages(conn, job_id, job.source)
+    source = source_from_dict(job.definition)
     replay_id = uuid.uuid4().hex[:12]
     slots = asyncio.Semaphore(FETCHES)
     missing = 0
 
-    async def parse_one(page: asyncpg.Record) -> ParseResult | None:
+    async def parse_one(page: refresher.ReplayPage) -> ParseResult | None:
         nonlocal missing
         async with slots:
             try:
-                body = await store.get(page["ref"])
+                body = await store.get(page.ref)
             except PayloadNotFound:
                 missing += 1
                 return None
-        request = decode_request(page["request"])
+        request = decode_request(page.request)
         parsed = parse_payload(
             body,
-            page["url"],
-            content_type=page["content_type"],
+            page.url,
+            content_type=page.content_type,
             source=source,
-            kind=page["kind"],
+            kind=page.kind,
             request=request,
-            keyword=page["keyword"],
+            keyword=page.keyword,
         )
         await asyncio.sleep(0)  # parsing is CPU-bound: let the reads progress
         return ParseResult(
             # A fresh attempt id: the refresher's idempotency table takes it as a new result,
             # and the scheduler (which only heeds an entry's current attempt) never sees it.
-            attempt_id=f"replay-{replay_id}-{page['entry_id']}",
+            attempt_id=f"replay-{replay_id}-{page.entry_id}",
             job_id=job_id,
-            entry_id=page["entry_id"],
-            source=job["source"],
-            url=page["url"],
-            depth=page["depth"],
-            keyword=page["keyword"],
-            payload_ref=page["ref"],
+            entry_id=page.entry_id,
+            source=job.source,
+            url=page.url,
+            depth=page.depth,
+            keyword=page.keyword,
+            payload_ref=page.ref,
             product=parsed.product,
             products=parsed.products,
         )
@@ -124,7 +112,7 @@ async def replay_job(pool: asyncpg.Pool, store: PayloadStore, job_id: int) -> Re
             snapshots += done.snapshots
     report = ReplayReport(
         job_id=job_id,
-        source=job["source"],
+        source=job.source,
         replay_id=replay_id,
         pages=len(pages),
         products=sum(len(r.sightings()) for r in results),

@@ -97,6 +97,7 @@ async def _crawl_and_show(settings: Settings, scale: dict[str, int]) -> int:
             print(f"trawl: {reply.error}", file=sys.stderr)
             return 1
         print(f"trawl: crawling {DEMO_SOURCE} as job {reply.job_id}", flush=True)
+        assert reply.job_id is not None  # a reply without an error names its job
         summary = await client.wait(reply.job_id, timeout=600, progress=True)
         products = await client.products(DEMO_SOURCE)
         TrawlClient.print_products(DEMO_SOURCE, products)

@@ -3,9 +3,13 @@ the diffs. Defined once here; a store returns them and every reader shows them a
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Generic, TypeVar
 
 import msgspec
+
+from schemas.messages import Availability, Product
+from schemas.source import Source
 
 T = TypeVar("T")
 
@@ -17,3 +21,204 @@ class Page(msgspec.Struct, Generic[T], kw_only=True):
     total: int
     limit: int = 0
     offset: int = 0
+
+
+# -- jobs --------------------------------------------------------------------------------------
+# The scheduler's read models: its store returns them; the admin API, the CLI and the client
+# show them as they are.
+
+
+class JobOut(msgspec.Struct, kw_only=True):
+    id: int
+    source: str
+    kind: str
+    status: str  # running | completed | cancelled
+    paused: bool
+    priority: int | None
+    requested_by: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    # Entries by state (pending, done, …) and by last outcome (outcome_ok, …), products found,
+    # kw:<keyword>:pages|products; live while running, as final when the job ended.
+    counters: dict[str, int]
+    rate_per_min: float  # attempts recorded in the last minute
+
+
+class EntryOut(msgspec.Struct, kw_only=True):
+    """One frontier entry of a job: a URL (or one page of an API listing) and its state."""
+
+    id: int
+    url: str
+    domain: str
+    kind: str
+    depth: int
+    state: str
+    attempts: int
+    priority: int
+    not_before: datetime | None
+    last_outcome: str | None
+    last_status: int | None
+    parse_error: str | None
+    updated_at: datetime
+
+
+class FailureOut(msgspec.Struct, kw_only=True):
+    """A failed attempt (any outcome but ok and not_modified)."""
+
+    attempt_id: str
+    job_id: int
+    url: str
+    outcome: str
+    status: int | None
+    error: str | None
+    recorded_at: datetime
+
+
+class JobStats(msgspec.Struct, kw_only=True):
+    jobs: dict[str, int]  # by status
+    entries: dict[str, int]  # entries of running jobs by state
+    outcomes_last_hour: dict[str, int]
+
+
+class DomainOut(msgspec.Struct, kw_only=True):
+    """A domain's pacing state and the work waiting for it."""
+
+    domain: str
+    paused: bool
+    max_in_flight: int
+    in_flight: int
+    min_delay: float
+    max_delay: float
+    crawl_delay: float | None
+    backoff: float
+    next_allowed_at: datetime
+    pending: int
+    waiting: int
+    blocked_last_hour: int
+    updated_at: datetime
+
+
+class WaitingOut(msgspec.Struct, kw_only=True):
+    """An open entry and the first thing that holds it back."""
+
+    entry_id: int
+    job_id: int
+    url: str
+    domain: str
+    state: str
+    reason: str
+    not_before: datetime | None
+    last_outcome: str | None
+    attempts: int
+
+
+class ScheduleOut(msgspec.Struct, kw_only=True):
+    id: int
+    source: str
+    spec: str  # @hourly … @yearly, "@every 30m", or five-field cron
+    kind: str
+    enabled: bool
+    next_run_at: datetime
+    last_run_at: datetime | None
+    last_job_id: int | None
+    last_error: str | None  # why the last run was skipped or failed
+    created_at: datetime
+
+
+class ProxyOut(msgspec.Struct, kw_only=True):
+    id: int
+    url: str  # credentials masked
+    active: bool
+    healthy: bool
+    consecutive_failures: int
+    successes: int
+    failures: int
+    last_error: str | None
+    last_used_at: datetime | None
+    created_at: datetime
+
+
+class SourceOut(msgspec.Struct, kw_only=True):
+    name: str
+    definition: Source
+    updated_at: datetime
+    running_job: int | None = None
+
+
+class PayloadOut(msgspec.Struct, kw_only=True):
+    """A stored payload's record (the body is in the payload store, by ``ref``)."""
+
+    ref: str
+    url: str
+    job_id: int | None
+    attempt_id: str
+    status: int | None
+    content_type: str | None
+    size: int
+    stored_size: int | None
+    sha256: str
+    fetched_at: datetime
+    source: str | None  # its job's source
+
+
+# -- products ------------------------------------------------------------------------------------
+class ProductOut(Product, kw_only=True, frozen=True):
+    """A product as trawl holds it: every field the parser extracts (a new ``Product`` field is
+    a field here too), then the refresher's bookkeeping. Prices are decimal strings."""
+
+    source: str
+    # The stored image (fetched once): GET /api/payloads/{image_ref}/data serves it.
+    image_ref: str | None = None
+    consecutive_misses: int = 0
+    delisted_at: datetime | None = None
+    first_seen_at: datetime
+    last_seen_at: datetime
+    last_seen_job: int | None = None
+
+
+class SnapshotOut(msgspec.Struct, kw_only=True, frozen=True):
+    """A product's state when a job saw it change (price, sale price or stock)."""
+
+    job_id: int | None
+    price: str | None
+    sale_price: str | None
+    currency: str | None
+    availability: Availability | None
+    observed_at: datetime
+
+
+class ProductDetail(msgspec.Struct, kw_only=True, frozen=True):
+    """One product with its snapshot history, oldest first."""
+
+    product: ProductOut
+    snapshots: list[SnapshotOut]
+
+
+class PriceChange(msgspec.Struct, kw_only=True, frozen=True):
+    key: str
+    price_a: str | None
+    price_b: str | None
+    sale_price_a: str | None
+    sale_price_b: str | None
+    currency: str | None
+
+
+class StockChange(msgspec.Struct, kw_only=True, frozen=True):
+    key: str
+    availability_a: Availability | None
+    availability_b: Availability | None
+
+
+class JobDiff(msgspec.Struct, kw_only=True, frozen=True):
+    """What changed in a source's catalog from job A to job B: products added (seen in B only),
+    removed (seen in A only), and price and stock changes of products seen in both."""
+
+    source: str
+    job_a: int
+    job_b: int
+    seen_a: int
+    seen_b: int
+    added: list[str]
+    removed: list[str]
+    price_changes: list[PriceChange]
+    stock_changes: list[StockChange]

@@ -26,6 +26,7 @@ from control.api.routes import (
     rt_of,
 )
 from schemas.messages import DeadLetter
+from schemas.read import Page
 from services.scheduler.operations import NotFound
 from shared import names as n
 from shared.bus import publish
@@ -48,11 +49,6 @@ class Letter(msgspec.Struct, kw_only=True):
     headers: dict[str, str]
     data: str
     body: Any = None  # the original body decoded as JSON when it is JSON
-
-
-class LetterPage(msgspec.Struct, kw_only=True):
-    items: list[Letter]
-    total: int  # letters in the DLQ (all streams)
 
 
 class Requeued(msgspec.Struct, kw_only=True):
@@ -132,7 +128,8 @@ async def list_letters(request: web.Request) -> web.Response:
             skipped += 1
             continue
         items.append(_letter(raw.seq or seq + 1, raw.data or b""))
-    return respond(LetterPage(items=items, total=info.state.messages))
+    # total: letters in the DLQ (all streams)
+    return respond(Page(items=items, total=info.state.messages, limit=limit, offset=offset))
 
 
 async def get_letter(request: web.Request) -> web.Response:
@@ -198,7 +195,7 @@ ROUTES = [
         "Dead letters, newest first",
         "dlq",
         params=(Param("stream", {"type": "string", "enum": KEYS}), *PAGING),
-        response=LetterPage,
+        response=Page[Letter],
         errors=(400,),
     ),
     Route(

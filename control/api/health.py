@@ -7,7 +7,8 @@ import asyncio
 import msgspec
 from aiohttp import web
 
-from control.api.routes import Route, respond, rt_of
+from control.api.routes import Route, pool_of, respond, rt_of
+from services.scheduler import store
 
 
 class Health(msgspec.Struct, kw_only=True):
@@ -28,9 +29,8 @@ async def readyz(request: web.Request) -> web.Response:
     checks = {"nats": rt.nc.is_connected, "postgres": False}
     try:
         async with asyncio.timeout(2):
-            assert rt.pool is not None
-            async with rt.pool.acquire() as conn:
-                checks["postgres"] = await conn.fetchval("SELECT 1") == 1
+            async with pool_of(request).acquire() as conn:
+                checks["postgres"] = await store.ping(conn)
     except (TimeoutError, OSError, Exception):
         checks["postgres"] = False
     ok = all(checks.values())

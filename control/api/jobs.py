@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import asyncpg
 import msgspec
@@ -19,77 +18,16 @@ from control.api.routes import (
     Route,
     paging,
     path_id,
+    pool_of,
     query_str,
     read_body,
     respond,
     rt_of,
 )
 from schemas.messages import Trigger, TriggerReply
-from services.scheduler import operations
-from services.scheduler.jobs import counters
+from schemas.read import EntryOut, FailureOut, JobOut, JobStats, Page
+from services.scheduler import operations, store
 from shared.bus import encode
-
-JobStatus = Literal["running", "completed", "cancelled"]
-
-
-class Job(msgspec.Struct, kw_only=True):
-    id: int
-    source: str
-    kind: str
-    status: str
-    paused: bool
-    priority: int | None
-    requested_by: str | None
-    created_at: datetime
-    finished_at: datetime | None
-    counters: dict[str, int]
-    rate_per_min: float  # attempts recorded in the last minute
-
-
-class JobPage(msgspec.Struct, kw_only=True):
-    items: list[Job]
-    total: int
-    limit: int
-    offset: int
-
-
-class JobStats(msgspec.Struct, kw_only=True):
-    jobs: dict[str, int]  # by status
-    entries: dict[str, int]  # entries of running jobs by state
-    outcomes_last_hour: dict[str, int]
-
-
-class Failure(msgspec.Struct, kw_only=True):
-    attempt_id: str
-    job_id: int
-    url: str
-    outcome: str
-    status: int | None
-    error: str | None
-    recorded_at: datetime
-
-
-class Entry(msgspec.Struct, kw_only=True):
-    id: int
-    url: str
-    domain: str
-    kind: str
-    depth: int
-    state: str
-    attempts: int
-    priority: int
-    not_before: datetime | None
-    last_outcome: str | None
-    last_status: int | None
-    parse_error: str | None
-    updated_at: datetime
-
-
-class EntryPage(msgspec.Struct, kw_only=True):
-    items: list[Entry]
-    total: int
-    limit: int
-    offset: int
 
 
 class ActionOut(msgspec.Struct, kw_only=True):
@@ -134,119 +72,50 @@ class Started(msgspec.Struct, kw_only=True):
     existing: bool
 
 
-_JOB_COLS = "id, source, kind, status, paused, priority, requested_by, created_at, finished_at"
 _reply_decoder = msgspec.json.Decoder(TriggerReply)
-
-
-async def _job(conn: asyncpg.Connection, row: asyncpg.Record) -> Job:
-    # Finished jobs carry their final counters; running ones are counted live.
-    live = row["status"] == "running" or not row.get("counters")
-    rate = await conn.fetchval(
-        "SELECT count(*) FROM attempts WHERE job_id = $1 AND recorded_at > now() - interval '60s'",
-        row["id"],
-    )
-    return Job(
-        id=row["id"],
-        source=row["source"],
-        kind=row["kind"],
-        status=row["status"],
-        paused=row["paused"],
-        priority=row["priority"],
-        requested_by=row["requested_by"],
-        created_at=row["created_at"],
-        finished_at=row["finished_at"],
-        counters=await counters(conn, row["id"]) if live else dict(row["counters"]),
-        rate_per_min=float(rate),
-    )
 
 
 async def list_jobs(request: web.Request) -> web.Response:
     limit, offset = paging(request)
     status, source, kind = (query_str(request, k) for k in ("status", "source", "kind"))
-    where = """($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR source = $2)
-               AND ($3::text IS NULL OR kind = $3)"""
-    async with rt_of(request).pool.acquire() as conn:
-        total = await conn.fetchval(
-            f"SELECT count(*) FROM jobs WHERE {where}", status, source, kind
+    async with pool_of(request).acquire() as conn:
+        page = await store.jobs.page(
+            conn, status=status, source=source, kind=kind, limit=limit, offset=offset
         )
-        rows = await conn.fetch(
-            f"SELECT {_JOB_COLS}, counters FROM jobs WHERE {where} ORDER BY id DESC "
-            "LIMIT $4 OFFSET $5",
-            status,
-            source,
-            kind,
-            limit,
-            offset,
-        )
-        items = [await _job(conn, r) for r in rows]
-    return respond(JobPage(items=items, total=total, limit=limit, offset=offset))
+    return respond(page)
 
 
 async def job_stats(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
-        jobs = await conn.fetch("SELECT status, count(*) AS n FROM jobs GROUP BY status")
-        entries = await conn.fetch(
-            """SELECT e.state, count(*) AS n FROM entries e JOIN jobs j ON j.id = e.job_id
-               WHERE j.status = 'running' GROUP BY e.state"""
-        )
-        outcomes = await conn.fetch(
-            """SELECT outcome, count(*) AS n FROM attempts
-               WHERE recorded_at > now() - interval '1 hour' GROUP BY outcome"""
-        )
-    return respond(
-        JobStats(
-            jobs={r["status"]: r["n"] for r in jobs},
-            entries={r["state"]: r["n"] for r in entries},
-            outcomes_last_hour={r["outcome"]: r["n"] for r in outcomes},
-        )
-    )
+    async with pool_of(request).acquire() as conn:
+        return respond(await store.jobs.stats(conn))
 
 
 async def recent_failures(request: web.Request) -> web.Response:
     limit, offset = paging(request)
-    async with rt_of(request).pool.acquire() as conn:
-        rows = await conn.fetch(
-            """SELECT attempt_id, job_id, url, outcome, status, error, recorded_at FROM attempts
-               WHERE outcome NOT IN ('ok', 'not_modified')
-               ORDER BY recorded_at DESC LIMIT $1 OFFSET $2""",
-            limit,
-            offset,
-        )
-    return respond([Failure(**dict(r)) for r in rows])
+    async with pool_of(request).acquire() as conn:
+        return respond(await store.jobs.recent_failures(conn, limit=limit, offset=offset))
 
 
 async def get_job(request: web.Request) -> web.Response:
     job_id = path_id(request, "job_id")
-    async with rt_of(request).pool.acquire() as conn:
-        row = await conn.fetchrow(f"SELECT {_JOB_COLS}, counters FROM jobs WHERE id = $1", job_id)
-        if row is None:
-            raise operations.NotFound(f"job {job_id} not found")
-        return respond(await _job(conn, row))
+    async with pool_of(request).acquire() as conn:
+        job = await store.jobs.get(conn, job_id)
+    if job is None:
+        raise operations.NotFound(f"job {job_id} not found")
+    return respond(job)
 
 
 async def job_entries(request: web.Request) -> web.Response:
     job_id = path_id(request, "job_id")
     limit, offset = paging(request)
     state, url = query_str(request, "state"), query_str(request, "url")
-    where = "job_id = $1 AND ($2::text IS NULL OR state = $2) AND ($3::text IS NULL OR url = $3)"
-    async with rt_of(request).pool.acquire() as conn:
-        if not await conn.fetchval("SELECT 1 FROM jobs WHERE id = $1", job_id):
+    async with pool_of(request).acquire() as conn:
+        if not await store.jobs.exists(conn, job_id):
             raise operations.NotFound(f"job {job_id} not found")
-        total = await conn.fetchval(
-            f"SELECT count(*) FROM entries WHERE {where}", job_id, state, url
+        page = await store.jobs.entries(
+            conn, job_id, state=state, url=url, limit=limit, offset=offset
         )
-        rows = await conn.fetch(
-            f"""SELECT id, url, domain, kind, depth, state, attempts, priority, not_before,
-                       last_outcome, last_status, parse_error, updated_at
-                FROM entries WHERE {where} ORDER BY id LIMIT $4 OFFSET $5""",
-            job_id,
-            state,
-            url,
-            limit,
-            offset,
-        )
-    items = [Entry(**dict(r)) for r in rows]
-    return respond(EntryPage(items=items, total=total, limit=limit, offset=offset))
+    return respond(page)
 
 
 def _out(result: operations.ActionResult) -> ActionOut:
@@ -256,12 +125,12 @@ def _out(result: operations.ActionResult) -> ActionOut:
 
 
 async def cancel(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         return respond(_out(await operations.cancel_job(conn, path_id(request, "job_id"))))
 
 
 async def retry(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         return respond(_out(await operations.retry_failed(conn, path_id(request, "job_id"))))
 
 
@@ -269,17 +138,17 @@ async def boost(request: web.Request) -> web.Response:
     job_id = path_id(request, "job_id")
     body = await read_body(request, BoostIn | None) or BoostIn()
     _check_amount(body.amount)
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         return respond(_out(await operations.boost_job(conn, job_id, body.amount)))
 
 
 async def pause(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         return respond(_out(await operations.pause_job(conn, path_id(request, "job_id"), True)))
 
 
 async def resume(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         return respond(_out(await operations.pause_job(conn, path_id(request, "job_id"), False)))
 
 
@@ -295,7 +164,7 @@ async def bulk(request: web.Request) -> web.Response:
     if len(body.ids) > 1000:
         raise Problem(422, "Unprocessable Content", "ids: at most 1000 per call")
     results = []
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         for job_id in dict.fromkeys(body.ids):
             try:
                 if body.action == "retry":
@@ -343,7 +212,7 @@ _FILTERS = (
     Param("source", {"type": "string"}),
     Param("kind", {"type": "string", "enum": ["discovery", "refresh"]}),
 )
-_ACT = {"tag": "jobs", "params": _JOB, "response": ActionOut, "errors": (404, 409)}
+_ACT: dict[str, Any] = {"tag": "jobs", "params": _JOB, "response": ActionOut, "errors": (404, 409)}
 
 ROUTES = [
     Route(
@@ -361,7 +230,7 @@ ROUTES = [
         "Recent failed attempts",
         "jobs",
         params=PAGING,
-        response=list[Failure],
+        response=list[FailureOut],
         errors=(400,),
     ),
     Route(
@@ -381,7 +250,7 @@ ROUTES = [
         "List jobs (newest first)",
         "jobs",
         params=(*_FILTERS, *PAGING),
-        response=JobPage,
+        response=Page[JobOut],
         errors=(400,),
     ),
     Route(
@@ -402,7 +271,7 @@ ROUTES = [
         "One job with live counters",
         "jobs",
         params=_JOB,
-        response=Job,
+        response=JobOut,
         errors=(404,),
     ),
     Route(
@@ -417,7 +286,7 @@ ROUTES = [
             Param("url", {"type": "string"}),
             *PAGING,
         ),
-        response=EntryPage,
+        response=Page[EntryOut],
         errors=(400, 404),
     ),
     Route("POST", "/api/jobs/{job_id}/cancel", cancel, "Cancel a running job", **_ACT),

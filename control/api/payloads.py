@@ -1,6 +1,7 @@
 """Payloads: list, metadata, the decompressed body, the latest for a URL, and a diff of two.
 
-shared/payload_index.py owns the metadata queries and the diff; bodies come from the store.
+control/payload_index.py reads the metadata (through the scheduler's store) and makes the diff;
+bodies come from the payload store.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from control.api.routes import (
     Param,
     Route,
     paging,
+    pool_of,
     query_int,
     query_str,
     respond,
@@ -49,7 +51,7 @@ def _ref(request: web.Request) -> str:
 async def list_payloads(request: web.Request) -> web.Response:
     limit, offset = paging(request)
     job_id = query_int(request, "job_id", None, lo=1)
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         rows = await payload_index.list_payloads(
             conn, url=query_str(request, "url"), job_id=job_id, limit=limit, offset=offset
         )
@@ -60,7 +62,7 @@ async def latest(request: web.Request) -> web.Response:
     url = query_str(request, "url")
     if url is None:
         raise Problem(400, "Bad Request", "url: required")
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         row = await payload_index.latest_payload(conn, url)
     if row is None:
         raise NotFound(f"no payload for {url}")
@@ -69,7 +71,7 @@ async def latest(request: web.Request) -> web.Response:
 
 async def meta(request: web.Request) -> web.Response:
     ref = _ref(request)
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         row = await payload_index.payload_meta(conn, ref)
     if row is None:
         raise NotFound(f"payload {ref} not found")
@@ -79,7 +81,7 @@ async def meta(request: web.Request) -> web.Response:
 async def data(request: web.Request) -> web.Response:
     rt = rt_of(request)
     ref = _ref(request)
-    async with rt.pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         row = await payload_index.payload_meta(conn, ref)
     if row is None:
         raise NotFound(f"payload {ref} not found")
@@ -105,7 +107,7 @@ async def diff(request: web.Request) -> web.Response:
         raise Problem(400, "Bad Request", "a and b: two payload references are required")
     rt = rt_of(request)
     store = JetStreamPayloadStore(rt.js, rt.names)
-    async with rt.pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         try:
             result = await payload_index.diff_payloads(store, conn, a, b)
         except (PayloadNotFound, payload_index.PayloadIndexError) as exc:

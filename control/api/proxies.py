@@ -4,94 +4,73 @@ their credentials masked."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 import msgspec
 from aiohttp import web
 
 from control.api.problems import Problem
-from control.api.routes import ID, Param, Route, path_id, read_body, respond, rt_of
+from control.api.routes import ID, Param, Route, path_id, pool_of, read_body, respond, rt_of
+from schemas.read import ProxyOut
 from services.scheduler import proxies as registry
 from services.scheduler.operations import NotFound
-
-
-class ProxyOut(msgspec.Struct, kw_only=True):
-    id: int
-    url: str  # credentials masked
-    active: bool
-    healthy: bool
-    consecutive_failures: int
-    successes: int
-    failures: int
-    last_error: str | None
-    last_used_at: datetime | None
-    created_at: datetime
+from services.scheduler.store import Conn
 
 
 class ProxyIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     url: str  # http(s)://[user:password@]host:port
 
 
-def _out(row: dict[str, Any]) -> ProxyOut:
-    healthy = row["active"] and row["consecutive_failures"] < registry.MAX_CONSECUTIVE_FAILURES
-    return ProxyOut(healthy=healthy, **row)
-
-
-async def _find(conn: Any, proxy_id: int) -> dict[str, Any]:
-    for row in await registry.list_proxies(conn):
-        if row["id"] == proxy_id:
-            return row
-    raise NotFound(f"proxy {proxy_id} not found")
+async def _find(conn: Conn, proxy_id: int) -> ProxyOut:
+    row = await registry.get_proxy(conn, proxy_id)
+    if row is None:
+        raise NotFound(f"proxy {proxy_id} not found")
+    return registry.proxy_out(row)
 
 
 async def list_proxies(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         rows = await registry.list_proxies(conn)
-    return respond([_out(r) for r in rows])
+    return respond([registry.proxy_out(r) for r in rows])
 
 
 async def get_proxy(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
-        return respond(_out(await _find(conn, path_id(request, "proxy_id"))))
+    async with pool_of(request).acquire() as conn:
+        return respond(await _find(conn, path_id(request, "proxy_id")))
 
 
 async def add_proxy(request: web.Request) -> web.Response:
     body: ProxyIn = await read_body(request, ProxyIn)
     rt = rt_of(request)
-    async with rt.pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         try:
             row = await registry.add_proxy(conn, rt.js, rt.names, body.url)
         except registry.ProxyError as exc:  # its message masks the URL
             raise Problem(422, "Unprocessable Content", str(exc)) from None
-    return respond(_out(row), 201)
+    return respond(registry.proxy_out(row), 201)
 
 
 async def enable(request: web.Request) -> web.Response:
-    rt = rt_of(request)
-    proxy_id = path_id(request, "proxy_id")
-    async with rt.pool.acquire() as conn:
-        row = await registry.enable_proxy(conn, rt.js, rt.names, proxy_id)
-    if row is None:
-        raise NotFound(f"proxy {proxy_id} not found")
-    return respond(_out(row))
+    return await _set_active(request, True)
 
 
 async def disable(request: web.Request) -> web.Response:
+    return await _set_active(request, False)
+
+
+async def _set_active(request: web.Request, active: bool) -> web.Response:
     rt = rt_of(request)
     proxy_id = path_id(request, "proxy_id")
-    async with rt.pool.acquire() as conn:
-        await _find(conn, proxy_id)
-        # services/scheduler/proxies.py has no disable yet; this belongs there.
-        await conn.execute("UPDATE proxies SET active = false WHERE id = $1", proxy_id)
-        await registry.publish_active_proxies(conn, rt.js, rt.names)
-        return respond(_out(await _find(conn, proxy_id)))
+    change = registry.enable_proxy if active else registry.disable_proxy
+    async with pool_of(request).acquire() as conn:
+        row = await change(conn, rt.js, rt.names, proxy_id)
+    if row is None:
+        raise NotFound(f"proxy {proxy_id} not found")
+    return respond(registry.proxy_out(row))
 
 
 async def remove(request: web.Request) -> web.Response:
     rt = rt_of(request)
     proxy_id = path_id(request, "proxy_id")
-    async with rt.pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         if not await registry.remove_proxy(conn, rt.js, rt.names, proxy_id):
             raise NotFound(f"proxy {proxy_id} not found")
     return respond(None)

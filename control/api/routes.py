@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import asyncpg
 import msgspec
 from aiohttp import web
 
@@ -74,6 +75,13 @@ PAGING = (LIMIT, OFFSET)
 # -- request helpers ---------------------------------------------------------------------------
 def rt_of(request: web.Request) -> DbRuntime:
     return request.app[RT_KEY]
+
+
+def pool_of(request: web.Request) -> asyncpg.Pool:
+    """The API's database pool (the API process always opens one)."""
+    pool = rt_of(request).pool
+    assert pool is not None
+    return pool
 
 
 def path_id(request: web.Request, name: str) -> int:

@@ -1,5 +1,5 @@
 """Schedules: list, get, create, enable/disable, trigger now, delete (services/scheduler/
-schedules.py holds the logic and SQL)."""
+schedules.py holds the logic, its store the SQL)."""
 
 from __future__ import annotations
 
@@ -9,22 +9,10 @@ import msgspec
 from aiohttp import web
 
 from control.api.problems import Problem
-from control.api.routes import ID, Param, Route, path_id, read_body, respond, rt_of
+from control.api.routes import ID, Param, Route, path_id, pool_of, read_body, respond
+from schemas.read import ScheduleOut
 from services.scheduler import schedules
 from services.scheduler.operations import NotFound
-
-
-class Schedule(msgspec.Struct, kw_only=True):
-    id: int
-    source: str
-    spec: str
-    kind: str
-    enabled: bool
-    next_run_at: str
-    last_run_at: str | None
-    last_job_id: int | None
-    last_error: str | None
-    created_at: str
 
 
 class ScheduleIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -39,35 +27,35 @@ class RunNow(msgspec.Struct, kw_only=True):
 
 
 async def list_all(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         rows = await schedules.list_schedules(conn)
-    return respond([msgspec.convert(r, Schedule) for r in rows])
+    return respond(rows)
 
 
 async def get_one(request: web.Request) -> web.Response:
     schedule_id = path_id(request, "schedule_id")
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         row = await schedules.get_schedule(conn, schedule_id)
-    return respond(msgspec.convert(row, Schedule))
+    return respond(row)
 
 
 async def create(request: web.Request) -> web.Response:
     body: ScheduleIn = await read_body(request, ScheduleIn)
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         try:
             schedule_id = await schedules.add_schedule(conn, body.source, body.spec, body.kind)
         except (ValueError, NotFound) as exc:
             raise Problem(422, "Unprocessable Content", str(exc)) from None
         row = await schedules.get_schedule(conn, schedule_id)
-    return respond(msgspec.convert(row, Schedule), 201)
+    return respond(row, 201)
 
 
 async def _enable(request: web.Request, enabled: bool) -> web.Response:
     schedule_id = path_id(request, "schedule_id")
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         await schedules.set_schedule_enabled(conn, schedule_id, enabled)
         row = await schedules.get_schedule(conn, schedule_id)
-    return respond(msgspec.convert(row, Schedule))
+    return respond(row)
 
 
 async def enable(request: web.Request) -> web.Response:
@@ -80,13 +68,13 @@ async def disable(request: web.Request) -> web.Response:
 
 async def run_now(request: web.Request) -> web.Response:
     schedule_id = path_id(request, "schedule_id")
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         job_id = await schedules.trigger_schedule_now(conn, schedule_id)
     return respond(RunNow(schedule_id=schedule_id, job_id=job_id), 202)
 
 
 async def delete(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         await schedules.remove_schedule(conn, path_id(request, "schedule_id"))
     return respond(None)
 
@@ -95,7 +83,7 @@ _S = (Param("schedule_id", ID, "schedule id", True, "path"),)
 
 ROUTES = [
     Route(
-        "GET", "/api/schedules", list_all, "List schedules", "schedules", response=list[Schedule]
+        "GET", "/api/schedules", list_all, "List schedules", "schedules", response=list[ScheduleOut]
     ),
     Route(
         "POST",
@@ -104,7 +92,7 @@ ROUTES = [
         "Create (or re-enable) a schedule",
         "schedules",
         body=ScheduleIn,
-        response=Schedule,
+        response=ScheduleOut,
         status=201,
         errors=(400, 422),
     ),
@@ -115,7 +103,7 @@ ROUTES = [
         "One schedule",
         "schedules",
         params=_S,
-        response=Schedule,
+        response=ScheduleOut,
         errors=(404,),
     ),
     Route(
@@ -134,7 +122,7 @@ ROUTES = [
         "Enable a schedule",
         "schedules",
         params=_S,
-        response=Schedule,
+        response=ScheduleOut,
         errors=(404,),
     ),
     Route(
@@ -144,7 +132,7 @@ ROUTES = [
         "Disable a schedule",
         "schedules",
         params=_S,
-        response=Schedule,
+        response=ScheduleOut,
         errors=(404,),
     ),
     Route(

@@ -2,33 +2,21 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import msgspec
 from aiohttp import web
 
 from control.api.problems import Problem
-from control.api.routes import Param, Route, respond, rt_of
+from control.api.routes import Param, Route, pool_of, respond
+from schemas.read import SourceOut
 from schemas.source import Source
-from services.scheduler.catalog import delete_source, list_sources, save_source
+from services.scheduler.catalog import delete_source, get_source, list_sources, save_source
 from services.scheduler.operations import NotFound
 from shared.errors import SourceError
 from shared.sources import load_source_text, source_from_dict, source_to_dict
 
-# Read models of the scheduler's `sources` table (catalog.py holds the writes it shares with
-# the CLI; these two belong there once the CLI goes through the API).
-_GET = "SELECT name, definition, updated_at FROM sources WHERE name = $1"
-_RUNNING = "SELECT id FROM jobs WHERE source = $1 AND status = 'running'"
-
 YAML_TYPES = ("application/yaml", "text/yaml", "text/plain")
-
-
-class SourceItem(msgspec.Struct, kw_only=True):
-    name: str
-    definition: Source
-    updated_at: datetime
-    running_job: int | None = None
 
 
 class Validation(msgspec.Struct, kw_only=True):
@@ -37,29 +25,18 @@ class Validation(msgspec.Struct, kw_only=True):
     source: Source | None = None
 
 
-def _item(row: Any, running: int | None = None) -> SourceItem:
-    return SourceItem(
-        name=row["name"],
-        definition=source_from_dict(row["definition"]),
-        updated_at=row["updated_at"],
-        running_job=running,
-    )
-
-
 async def list_all(request: web.Request) -> web.Response:
-    async with rt_of(request).pool.acquire() as conn:
-        rows = await list_sources(conn)
-    return respond([_item(r) for r in rows])
+    async with pool_of(request).acquire() as conn:
+        return respond(await list_sources(conn))
 
 
 async def get_one(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    async with rt_of(request).pool.acquire() as conn:
-        row = await conn.fetchrow(_GET, name)
-        if row is None:
-            raise NotFound(f"source {name!r} not found")
-        running = await conn.fetchval(_RUNNING, name)
-    return respond(_item(row, running))
+    async with pool_of(request).acquire() as conn:
+        found = await get_source(conn, name)
+    if found is None:
+        raise NotFound(f"source {name!r} not found")
+    return respond(found)
 
 
 async def _definition(request: web.Request) -> dict[str, Any]:
@@ -74,10 +51,10 @@ async def _definition(request: web.Request) -> dict[str, Any]:
 
 async def _save(request: web.Request, data: dict[str, Any]) -> web.Response:
     source = source_from_dict(data)  # SourceError → 422 with every problem listed
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         created = await save_source(conn, source)
-        row = await conn.fetchrow(_GET, source.name)
-    return respond(_item(row), 201 if created else 200)
+        saved = await get_source(conn, source.name, with_running_job=False)
+    return respond(saved, 201 if created else 200)
 
 
 async def create(request: web.Request) -> web.Response:
@@ -95,7 +72,7 @@ async def replace(request: web.Request) -> web.Response:
 
 async def delete(request: web.Request) -> web.Response:
     name = request.match_info["name"]
-    async with rt_of(request).pool.acquire() as conn:
+    async with pool_of(request).acquire() as conn:
         # As `trawl source delete`: its schedules go with it; a source with jobs is a 409.
         deleted = await delete_source(conn, name)
     if not deleted:
@@ -127,7 +104,7 @@ async def validate(request: web.Request) -> web.Response:
 _NAME = (Param("name", {"type": "string", "minLength": 1}, "source name", True, "path"),)
 
 ROUTES = [
-    Route("GET", "/api/sources", list_all, "List sources", "sources", response=list[SourceItem]),
+    Route("GET", "/api/sources", list_all, "List sources", "sources", response=list[SourceOut]),
     Route(
         "POST",
         "/api/sources",
@@ -135,8 +112,8 @@ ROUTES = [
         "Create or replace a source (201 when new)",
         "sources",
         body=Source,
-        response=SourceItem,
-        other=((201, SourceItem),),
+        response=SourceOut,
+        other=((201, SourceOut),),
         errors=(400, 422),
     ),
     Route(
@@ -156,7 +133,7 @@ ROUTES = [
         "One source",
         "sources",
         params=_NAME,
-        response=SourceItem,
+        response=SourceOut,
         errors=(404,),
     ),
     Route(
@@ -167,8 +144,8 @@ ROUTES = [
         "sources",
         params=_NAME,
         body=Source,
-        response=SourceItem,
-        other=((201, SourceItem),),
+        response=SourceOut,
+        other=((201, SourceOut),),
         errors=(400, 422),
     ),
     Route(

@@ -14,13 +14,13 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from shared.errors import ConfigError, SourceError, TrawlError
 from shared.settings import Settings
 
-Command = Callable[[argparse.Namespace, Settings], Awaitable[int]]
+Command = Callable[[argparse.Namespace, Settings], Coroutine[Any, Any, int]]
 COMMANDS: dict[str, Command] = {}
 
 # Modules that contribute subcommands, in help order.
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code)
 
 
-def emit(args: argparse.Namespace, data: Any, human: Callable[[], None]) -> None:
+def emit(args: argparse.Namespace, data: Any, human: Callable[[], object]) -> None:
     if getattr(args, "json", False):
         print(json.dumps(data, default=str, indent=2))
     else:

@@ -117,30 +117,34 @@ async def cmd_source(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     pool = await open_pool(settings.database_url, min_size=1, max_size=1, attempts=3)
     async with pool, pool.acquire() as conn:
-        rows = await list_sources(conn)
+        found = await list_sources(conn)
     data = [
         {
-            "name": r["name"],
-            "seeds": r["definition"].get("seeds", []),
-            "updated_at": r["updated_at"].isoformat(),
+            "name": s.name,
+            "seeds": list(s.definition.seeds),
+            "updated_at": s.updated_at.isoformat(),
         }
-        for r in rows
+        for s in found
     ]
-    emit(args, data, lambda: [print(f"{d['name']:24} {len(d['seeds'])} seeds") for d in data])
+
+    def human() -> None:
+        for d in data:
+            print(f"{d['name']:24} {len(d['seeds'])} seeds")
+
+    emit(args, data, human)
     return 0
 
 
 async def _source_by_name(args: argparse.Namespace, settings: Settings) -> int:
     from services.scheduler.catalog import delete_source
     from services.scheduler.operations import Conflict
+    from services.scheduler.store import sources as source_records
     from shared.db import open_pool
 
     pool = await open_pool(settings.database_url, min_size=1, max_size=1, attempts=3)
     async with pool, pool.acquire() as conn:
         if args.action == "show":
-            definition = await conn.fetchval(
-                "SELECT definition FROM sources WHERE name = $1", args.name
-            )
+            definition = await source_records.definition(conn, args.name)
             if definition is None:
                 print(f"trawl: source {args.name!r} not found", file=sys.stderr)
                 return 1
@@ -184,6 +188,7 @@ async def cmd_crawl(args: argparse.Namespace, settings: Settings) -> int:
                 lambda: print(f"job {reply.job_id} {'running' if reply.existing else 'started'}"),
             )
             return 0
+        assert reply.job_id is not None  # a reply without an error names its job
         summary = await client.wait(reply.job_id, timeout=args.timeout, progress=not args.json)
         emit(args, summary, lambda: client.print_summary(summary))
         return 0 if summary.get("status") == "completed" else 1

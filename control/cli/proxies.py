@@ -12,6 +12,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
+
 from control.cli import add_command, command, emit
 from shared.settings import Settings
 
@@ -50,6 +52,14 @@ async def _clients(settings: Settings, *, nats: bool) -> AsyncIterator[tuple[Any
         await pool.close()
 
 
+def _out(row: dict[str, Any]) -> dict[str, Any]:
+    """A registry row as the ``ProxyOut`` read model (URL masked, health judged), JSON-ready."""
+    from services.scheduler.proxies import proxy_out
+
+    out: dict[str, Any] = msgspec.to_builtins(proxy_out(row))
+    return out
+
+
 def _print_rows(rows: list[dict[str, Any]]) -> None:
     if not rows:
         print("no proxies")
@@ -71,11 +81,11 @@ async def cmd_proxies(args: argparse.Namespace, settings: Settings) -> int:
     writes = args.action != "list"
     async with _clients(settings, nats=writes) as (conn, js, names):
         if args.action == "add":
-            row = await registry.add_proxy(conn, js, names, args.url)
+            row = _out(await registry.add_proxy(conn, js, names, args.url))
             emit(args, row, lambda: print(f"proxy {row['id']} added: {row['url']}"))
             return 0
         if args.action == "list":
-            rows = await registry.list_proxies(conn)
+            rows = [_out(r) for r in await registry.list_proxies(conn)]
             emit(args, rows, lambda: _print_rows(rows))
             return 0
         if args.action == "rm":
@@ -83,9 +93,9 @@ async def cmd_proxies(args: argparse.Namespace, settings: Settings) -> int:
             result: dict[str, Any] = {"id": args.proxy_id, "removed": found}
             done = f"proxy {args.proxy_id} removed"
         else:
-            row = await registry.enable_proxy(conn, js, names, args.proxy_id)
-            found = row is not None
-            result = row or {"id": args.proxy_id, "enabled": False}
+            enabled = await registry.enable_proxy(conn, js, names, args.proxy_id)
+            found = enabled is not None
+            result = _out(enabled) if enabled else {"id": args.proxy_id, "enabled": False}
             done = f"proxy {args.proxy_id} enabled"
     if not found:
         missing = f"trawl: proxy {args.proxy_id} not found"

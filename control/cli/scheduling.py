@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+import msgspec
+
 from control.cli import add_command, command, emit
 from shared.settings import Settings
 
@@ -61,11 +63,11 @@ async def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
     action, job_id = _job_words(args.words)
     async with TrawlClient(settings, nats=False) as client:
         if action == "show":
-            data = await client.job(job_id)
-            if data is None:
+            job = await client.job(job_id)
+            if job is None:
                 print(f"trawl: job {job_id} not found", file=sys.stderr)
                 return 1
-            emit(args, data, lambda: TrawlClient.print_job(data))
+            emit(args, job, lambda: TrawlClient.print_job(job))
             return 0
         async with (await client.pool()).acquire() as conn:
             try:
@@ -104,15 +106,15 @@ async def cmd_schedules(args: argparse.Namespace, settings: Settings) -> int:
                 except ValueError as exc:
                     print(f"trawl: {exc}", file=sys.stderr)
                     return 2
-                data: Any = await sch.get_schedule(conn, schedule_id)
+                data: Any = msgspec.to_builtins(await sch.get_schedule(conn, schedule_id))
             elif args.action == "list":
-                data = await sch.list_schedules(conn)
+                data = msgspec.to_builtins(await sch.list_schedules(conn))
             elif args.action in ("enable", "disable"):
                 await sch.set_schedule_enabled(conn, args.schedule_id, args.action == "enable")
-                data = await sch.get_schedule(conn, args.schedule_id)
+                data = msgspec.to_builtins(await sch.get_schedule(conn, args.schedule_id))
             elif args.action == "trigger":
                 await sch.trigger_schedule_now(conn, args.schedule_id)
-                data = await sch.get_schedule(conn, args.schedule_id)
+                data = msgspec.to_builtins(await sch.get_schedule(conn, args.schedule_id))
             else:
                 await sch.remove_schedule(conn, args.schedule_id)
                 data = {"id": args.schedule_id, "removed": True}

@@ -9,6 +9,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from schemas.messages import JobEvent
+from services.refresher import store
 from services.refresher.images import link_images
 from services.refresher.misses import count_misses
 from services.refresher.products import Applied, ParsedProducts, apply_results
@@ -103,13 +104,7 @@ class Refresher:
         deadline = time.monotonic() + APPLY_WAIT
         async with self.pool.acquire() as conn:
             while True:
-                # Per entry and product: a page fetched twice (stale recovery) has two
-                # attempts applied, but the scheduler counts its products once.
-                applied = await conn.fetchval(
-                    "SELECT count(DISTINCT (split_part(attempt_id, '.', 1), product_key)) "
-                    "FROM applied_results WHERE job_id = $1 AND product_key IS NOT NULL",
-                    event.job_id,
-                )
+                applied = await store.count_applied_products(conn, event.job_id)
                 if applied >= expected:
                     break
                 if time.monotonic() > deadline:
@@ -117,12 +112,12 @@ class Refresher:
                         f"job {event.job_id}: {applied}/{expected} products applied", delay=5.0
                     )
                 await asyncio.sleep(0.2)  # products are still arriving on the other consumer
-            definition = await conn.fetchval(
-                "SELECT definition FROM jobs WHERE id = $1", event.job_id
-            )
-            source = source_from_dict(definition)
+            job = await store.job(conn, event.job_id)
+            if job is None:
+                raise Retry(f"job {event.job_id} not found", delay=5.0)
+            source = source_from_dict(job.definition)
             async with conn.transaction():
-                report = await count_misses(conn, event.job_id, event.source, source)
+                report = await count_misses(conn, job, source)
                 # Every image entry of the job is done now: point its products at them.
                 images = await link_images(conn, event.job_id, event.source)
         self.counts.jobs_counted.add()

@@ -2,44 +2,40 @@
 
 from __future__ import annotations
 
-import asyncpg
-
+from schemas.read import SourceOut
 from schemas.source import Source
+from services.scheduler import store
+from services.scheduler.operations import Conflict
+from services.scheduler.schedules import add_schedule
+from services.scheduler.store import Conn
 from shared.sources import source_to_dict
 
 
-async def save_source(conn: asyncpg.Connection, source: Source) -> bool:
+async def save_source(conn: Conn, source: Source) -> bool:
     """Insert or replace a source; returns True when it is new. Running jobs keep their copy.
 
     A ``refresh.schedule`` becomes (or stays) a refresh schedule of the source.
     """
-    from services.scheduler.schedules import add_schedule
-
     async with conn.transaction():
-        created = await conn.fetchval(
-            """INSERT INTO sources (name, definition) VALUES ($1, $2)
-               ON CONFLICT (name) DO UPDATE SET definition = EXCLUDED.definition,
-                   updated_at = now()
-               RETURNING (xmax = 0)""",
-            source.name,
-            source_to_dict(source),
-        )
+        created = await store.sources.upsert(conn, source.name, source_to_dict(source))
         if source.refresh.schedule:
             await add_schedule(conn, source.name, source.refresh.schedule, "refresh")
     return created
 
 
-async def list_sources(conn: asyncpg.Connection) -> list[asyncpg.Record]:
-    return await conn.fetch("SELECT name, definition, updated_at FROM sources ORDER BY name")
+async def list_sources(conn: Conn) -> list[SourceOut]:
+    return await store.sources.list_all(conn)
 
 
-async def delete_source(conn: asyncpg.Connection, name: str) -> bool:
-    """Delete a source that has no jobs (history keeps a source alive). True if deleted."""
+async def get_source(conn: Conn, name: str, *, with_running_job: bool = True) -> SourceOut | None:
+    """One source, with its running job (if any)."""
+    return await store.sources.get(conn, name, with_running_job=with_running_job)
+
+
+async def delete_source(conn: Conn, name: str) -> bool:
+    """Delete a source that has no jobs (history keeps a source alive), and its schedules.
+    True if deleted."""
     async with conn.transaction():
-        if await conn.fetchval("SELECT 1 FROM jobs WHERE source = $1 LIMIT 1", name):
-            from services.scheduler.operations import Conflict
-
+        if await store.sources.has_jobs(conn, name):
             raise Conflict(f"source {name!r} has jobs; it cannot be deleted")
-        await conn.execute("DELETE FROM schedules WHERE source = $1", name)
-        status = await conn.execute("DELETE FROM sources WHERE name = $1", name)
-    return not status.endswith(" 0")
+        return await store.sources.delete(conn, name)

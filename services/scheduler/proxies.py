@@ -24,6 +24,7 @@ from nats.js.errors import KeyNotFoundError
 from yarl import URL
 
 from schemas.messages import FetchResult
+from schemas.read import ProxyOut
 from schemas.records import (
     ACTIVE_KEY,
     ActiveProxies,
@@ -32,6 +33,8 @@ from schemas.records import (
     encode_active,
     mask_url,
 )
+from services.scheduler import store
+from services.scheduler.store import Conn
 from shared.errors import TrawlError
 from shared.names import Names
 
@@ -68,62 +71,68 @@ def _row(record: asyncpg.Record) -> dict[str, Any]:
     return out
 
 
-_COLUMNS = """id, url, active, consecutive_failures, successes, failures, last_error,
-              last_used_at, created_at"""
+def proxy_out(row: dict[str, Any]) -> ProxyOut:
+    """The read model of a (masked) registry row, with its health judged."""
+    healthy = row["active"] and row["consecutive_failures"] < MAX_CONSECUTIVE_FAILURES
+    return ProxyOut(healthy=healthy, **row)
 
 
 # -- CRUD -------------------------------------------------------------------------------------
 async def add_proxy(
-    conn: asyncpg.Connection, js: JetStreamContext | None, names: Names | None, url: str
+    conn: Conn, js: JetStreamContext | None, names: Names | None, url: str
 ) -> dict[str, Any]:
     """Register a proxy (or re-activate the same URL); returns its row, URL masked."""
     url = validate_url(url)
-    row = await conn.fetchrow(
-        f"""INSERT INTO proxies (url) VALUES ($1)
-            ON CONFLICT (url) DO UPDATE SET active = true, consecutive_failures = 0
-            RETURNING {_COLUMNS}""",
-        url,
-    )
+    row = await store.proxies.add(conn, url)
     await _published(conn, js, names)
     log.info("proxy added", extra={"action": "proxy_added", "proxy": row["id"]})
     return _row(row)
 
 
-async def list_proxies(conn: asyncpg.Connection) -> list[dict[str, Any]]:
-    rows = await conn.fetch(f"SELECT {_COLUMNS} FROM proxies ORDER BY id")
-    return [_row(r) for r in rows]
+async def list_proxies(conn: Conn) -> list[dict[str, Any]]:
+    return [_row(r) for r in await store.proxies.list_all(conn)]
+
+
+async def get_proxy(conn: Conn, proxy_id: int) -> dict[str, Any] | None:
+    row = await store.proxies.get(conn, proxy_id)
+    return None if row is None else _row(row)
 
 
 async def remove_proxy(
-    conn: asyncpg.Connection, js: JetStreamContext | None, names: Names | None, proxy_id: int
+    conn: Conn, js: JetStreamContext | None, names: Names | None, proxy_id: int
 ) -> bool:
-    removed = await conn.fetchval("DELETE FROM proxies WHERE id = $1 RETURNING 1", proxy_id)
+    removed = await store.proxies.remove(conn, proxy_id)
     await _published(conn, js, names)
-    return bool(removed)
+    return removed
 
 
 async def enable_proxy(
-    conn: asyncpg.Connection, js: JetStreamContext | None, names: Names | None, proxy_id: int
+    conn: Conn, js: JetStreamContext | None, names: Names | None, proxy_id: int
 ) -> dict[str, Any] | None:
     """Re-activate a proxy and forget its failure streak."""
-    row = await conn.fetchrow(
-        f"""UPDATE proxies SET active = true, consecutive_failures = 0 WHERE id = $1
-            RETURNING {_COLUMNS}""",
-        proxy_id,
-    )
+    row = await store.proxies.set_active(conn, proxy_id, True)
     await _published(conn, js, names)
     return _row(row) if row else None
 
 
-async def _published(
-    conn: asyncpg.Connection, js: JetStreamContext | None, names: Names | None
-) -> None:
+async def disable_proxy(
+    conn: Conn, js: JetStreamContext | None, names: Names | None, proxy_id: int
+) -> dict[str, Any] | None:
+    """Take a proxy out of rotation until it is enabled again."""
+    row = await store.proxies.set_active(conn, proxy_id, False)
+    if row is None:
+        return None
+    await _published(conn, js, names)
+    return _row(row)
+
+
+async def _published(conn: Conn, js: JetStreamContext | None, names: Names | None) -> None:
     if js is not None and names is not None:
         await publish_active_proxies(conn, js, names)
 
 
 # -- health -----------------------------------------------------------------------------------
-async def record_proxy_outcome(conn: asyncpg.Connection, result: FetchResult) -> bool:
+async def record_proxy_outcome(conn: Conn, result: FetchResult) -> bool:
     """Count one fetch result against its proxy; True when it just got deactivated.
 
     Not idempotent by itself: call it inside ``apply_fetch_result``'s transaction, after the
@@ -132,23 +141,11 @@ async def record_proxy_outcome(conn: asyncpg.Connection, result: FetchResult) ->
     if result.proxy is None or not result.proxy.isdigit():
         return False
     if not is_failure(result):
-        await conn.execute(
-            """UPDATE proxies SET successes = successes + 1, consecutive_failures = 0,
-                   last_used_at = now() WHERE id = $1""",
-            int(result.proxy),
-        )
+        await store.proxies.succeeded(conn, int(result.proxy))
         return False
     error = result.error or f"{result.outcome} (status {result.status})"
-    deactivated = await conn.fetchval(
-        """UPDATE proxies SET failures = failures + 1,
-               consecutive_failures = consecutive_failures + 1,
-               last_error = $2, last_used_at = now(),
-               active = active AND consecutive_failures + 1 < $3
-           WHERE id = $1
-           RETURNING active = false AND consecutive_failures = $3""",
-        int(result.proxy),
-        error[:500],
-        MAX_CONSECUTIVE_FAILURES,
+    deactivated = await store.proxies.failed(
+        conn, int(result.proxy), error[:500], MAX_CONSECUTIVE_FAILURES
     )
     if deactivated:
         log.warning(
@@ -156,19 +153,16 @@ async def record_proxy_outcome(conn: asyncpg.Connection, result: FetchResult) ->
             MAX_CONSECUTIVE_FAILURES,
             extra={"action": "proxy_deactivated", "proxy": result.proxy},
         )
-    return bool(deactivated)
+    return deactivated
 
 
-async def publish_active_proxies(
-    conn: asyncpg.Connection, js: JetStreamContext, names: Names
-) -> list[int]:
+async def publish_active_proxies(conn: Conn, js: JetStreamContext, names: Names) -> list[int]:
     """Write the active list (with credentials) for the fetchers; returns the ids written.
 
     Skips the write when the bucket already holds the same list, so the 2 s sweep costs one
     KV read, not one write.
     """
-    rows = await conn.fetch("SELECT id, url FROM proxies WHERE active ORDER BY id")
-    entries = [ProxyEntry(id=r["id"], url=r["url"]) for r in rows]
+    entries = [ProxyEntry(id=i, url=url) for i, url in await store.proxies.active(conn)]
     kv = await js.key_value(names.proxies_bucket)
     try:
         current = (await kv.get(ACTIVE_KEY)).value

@@ -1,4 +1,4 @@
-"""Scheduler: subscriptions → handlers, the dispatch loop and the sweeps."""
+"""Scheduler: subscriptions → handlers, the dispatch loop and the periodic tasks (sweeps.py)."""
 
 from __future__ import annotations
 
@@ -11,47 +11,46 @@ from typing import Any
 
 import asyncpg
 import msgspec
-import nats.errors
 from nats.aio.msg import Msg
 
 from schemas.messages import FetchResult, ParseResult, Trigger, TriggerReply
 from services.scheduler.dispatch import Dispatcher
-from services.scheduler.jobs import JobSources, publish_event, try_complete
-from services.scheduler.proxies import publish_active_proxies
+from services.scheduler.jobs import JobSources, complete_and_announce, publish_event
 from services.scheduler.results import apply_fetch_result, apply_parse_result
 from services.scheduler.schedules import claim_due, record_run
+from services.scheduler.store import Conn
+from services.scheduler.sweeps import Periods, Sweeps
 from services.scheduler.triggers import start_job, trigger_digest
 from shared.bus import encode
 from shared.channels import FETCH_RESULTS, PARSE_RESULTS, TRIGGERS
 from shared.consumer import Delivery, Subscriber
 from shared.errors import Poison, Retry
+from shared.periodic import TRANSIENT
 from shared.service import DbRuntime
 from shared.sources import source_to_dict
 from shared.telemetry import consumer_span
 
 log = logging.getLogger("trawl.scheduler")
 
-SWEEP_INTERVAL = 2.0
-SCHEDULE_INTERVAL = 1.0
-RECHECK_EVERY = 15  # sweeps between full has_pending re-checks (30 s)
-PROGRESS_INTERVAL = 2.0
-# Errors of an outage (database or NATS restarting): the loops log them and try again, so the
-# service rides the outage out instead of exiting.
-TRANSIENT = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, nats.errors.Error)
-
 
 class Scheduler:
-    def __init__(self, rt: DbRuntime) -> None:
+    def __init__(self, rt: DbRuntime, periods: Periods | None = None) -> None:
         self.rt = rt
         self.pool: asyncpg.Pool = rt.pool
+        self.periods = periods or Periods()
         self.job_sources = JobSources()
         self.dispatcher = Dispatcher(
             self.pool, rt.js, rt.names, self.job_sources, metrics=rt.metrics
         )
         self.wake = asyncio.Event()
+        self.sweeps = Sweeps(
+            self.pool,
+            rt.js,
+            rt.names,
+            visibility_timeout=rt.settings.visibility_timeout,
+            wake=self.wake,
+        )
         self.trigger_decoder = msgspec.json.Decoder(Trigger)
-        self._progress: dict[int, dict[str, int]] = {}
-        self._sweeps = 0
         rt.metrics.show("dispatched", rt.metrics.dispatched)
 
     # -- triggers ----------------------------------------------------------------------------
@@ -62,6 +61,7 @@ class Scheduler:
                 async with self.pool.acquire() as conn:
                     reply, created = await start_job(conn, trigger, digest)
                     if created:
+                        assert reply.job_id is not None  # a created job has its id
                         await self._publish_source(conn, reply.job_id)
                         await publish_event(
                             self.rt.js, self.rt.names, conn, reply.job_id, "started"
@@ -85,7 +85,7 @@ class Scheduler:
         )
         return reply
 
-    async def _publish_source(self, conn: asyncpg.Connection, job_id: int) -> None:
+    async def _publish_source(self, conn: Conn, job_id: int) -> None:
         """Put the job's source definition where stateless parsers can read it."""
         source, _ = await self.job_sources.get(conn, job_id)
         kv = await self.rt.js.key_value(self.rt.names.sources_bucket)
@@ -135,10 +135,8 @@ class Scheduler:
                 await self._maybe_complete(conn, applied.job_id)
         self.wake.set()
 
-    async def _maybe_complete(self, conn: asyncpg.Connection, job_id: int) -> None:
-        if await try_complete(conn, job_id):
-            await publish_event(self.rt.js, self.rt.names, conn, job_id, "completed")
-            self._progress.pop(job_id, None)
+    async def _maybe_complete(self, conn: Conn, job_id: int) -> None:
+        await complete_and_announce(self.rt.js, self.rt.names, conn, job_id)
 
     # -- loops -------------------------------------------------------------------------------
     async def dispatch_loop(self) -> None:
@@ -170,17 +168,10 @@ class Scheduler:
             for w in waiters:
                 w.cancel()
 
-    async def schedule_loop(self) -> None:
-        """Start due schedule runs; every replica runs this, SKIP LOCKED shares the work."""
-        stop = self.rt.stop
-        while not stop.is_set():
-            try:
-                while await self.run_one_schedule():
-                    pass
-            except TRANSIENT as exc:
-                log.warning("schedule tick failed: %s", exc, extra={"action": "schedule_error"})
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), SCHEDULE_INTERVAL)
+    async def run_due_schedules(self) -> None:
+        """Start every due schedule run; every replica runs this, SKIP LOCKED shares the work."""
+        while await self.run_one_schedule():
+            pass
 
     async def run_one_schedule(self) -> bool:
         """Claim and start one due run; False when nothing is due."""
@@ -208,73 +199,18 @@ class Scheduler:
         )
         return True
 
-    async def sweep_loop(self) -> None:
-        stop = self.rt.stop
-        while not stop.is_set():
-            try:
-                await self.sweep()
-            except TRANSIENT as exc:
-                log.warning("sweep failed: %s", exc, extra={"action": "sweep_error"})
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stop.wait(), SWEEP_INTERVAL)
-
-    async def sweep(self) -> None:
-        """Stale recovery, completion of jobs nobody is finishing, lost events, progress."""
-        visibility = self.rt.settings.visibility_timeout
-        async with self.pool.acquire() as conn:
-            await publish_active_proxies(conn, self.rt.js, self.rt.names)
-            recovered = await conn.fetch(
-                """UPDATE entries SET state = 'pending', updated_at = now()
-                   WHERE id IN (SELECT id FROM entries
-                                WHERE state IN ('dispatched', 'fetched')
-                                  AND dispatched_at < now() - make_interval(secs => $1)
-                                LIMIT 10000 FOR UPDATE SKIP LOCKED)
-                   RETURNING domain""",
-                visibility,
-            )
-            if recovered:
-                log.warning(
-                    "recovered %d stale entries",
-                    len(recovered),
-                    extra={"action": "stale_recovered", "count": len(recovered)},
-                )
-                # In-flight counters are recomputed from the entries (self-healing).
-                await conn.execute(
-                    """UPDATE domains d SET has_pending = true,
-                           in_flight = (SELECT count(*) FROM entries e
-                                        WHERE e.domain = d.domain AND e.state = 'dispatched')
-                       WHERE d.domain = ANY($1::text[])""",
-                    sorted({r["domain"] for r in recovered}),
-                )
-                self.wake.set()
-            self._sweeps += 1
-            if self._sweeps % RECHECK_EVERY == 0:
-                # Backstop for the has_pending flag: a domain must never starve silently.
-                await conn.execute(
-                    """UPDATE domains d SET has_pending = true
-                       WHERE NOT has_pending AND EXISTS (
-                           SELECT 1 FROM entries e WHERE e.domain = d.domain
-                             AND e.state = 'pending')"""
-                )
-            running = await conn.fetch("SELECT id FROM jobs WHERE status = 'running'")
-            for row in running:
-                await self._maybe_complete(conn, row["id"])
-            lost = await conn.fetch(
-                "SELECT id, status FROM jobs WHERE status IN ('completed', 'cancelled') "
-                "AND NOT event_published LIMIT 100"
-            )
-            for row in lost:
-                event = "completed" if row["status"] == "completed" else "cancelled"
-                await publish_event(self.rt.js, self.rt.names, conn, row["id"], event)
-            for row in running:
-                await self._progress_event(conn, row["id"])
-
-    async def _progress_event(self, conn: asyncpg.Connection, job_id: int) -> None:
-        status = await conn.fetchval("SELECT status FROM jobs WHERE id = $1", job_id)
-        if status != "running":
-            return
-        event = await publish_event(self.rt.js, self.rt.names, conn, job_id, "progress")
-        self._progress[job_id] = event.counters
+    def periodic(self) -> list[Coroutine[Any, Any, None]]:
+        """The periodic tasks (see sweeps.py for which run cluster-wide, and why)."""
+        every, sweeps, p = self.rt.every, self.sweeps, self.periods
+        return [
+            every(p.sweep, sweeps.recover_stale_entries, cluster=True),
+            every(p.recheck, sweeps.recheck_has_pending, cluster=True),
+            every(p.sweep, sweeps.complete_unfinished_jobs, cluster=True),
+            every(p.sweep, sweeps.republish_lost_events, cluster=True),
+            every(p.progress, sweeps.publish_progress, cluster=True),
+            every(p.sweep, sweeps.publish_active_proxies, cluster=True),
+            every(p.schedules, self.run_due_schedules),
+        ]
 
 
 async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
@@ -288,9 +224,4 @@ async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
     await rt.nc.subscribe(
         rt.names.trigger, queue=rt.names.trigger_queue, cb=sched.on_trigger_request
     )
-    return [
-        *(c.run() for c in consumers),
-        sched.dispatch_loop(),
-        sched.sweep_loop(),
-        sched.schedule_loop(),
-    ]
+    return [*(c.run() for c in consumers), sched.dispatch_loop(), *sched.periodic()]

@@ -11,11 +11,12 @@ import hashlib
 import time
 from urllib.parse import urlsplit
 
-import asyncpg
-
 from schemas.messages import Trigger, TriggerReply
+from schemas.source import Source
+from services.scheduler import store
 from services.scheduler.frontier import Admission, Candidate
 from services.scheduler.priority import job_boost
+from services.scheduler.store import Conn
 from shared.api_template import first_request, uses
 from shared.errors import Poison
 from shared.sources import effective_allowed_domains, source_from_dict, source_to_dict
@@ -28,7 +29,7 @@ def trigger_digest(trigger: Trigger, raw: bytes) -> str:
     return f"sha:{hashlib.sha256(raw).hexdigest()}:{int(time.time() // 60)}"
 
 
-def seed_candidates(trigger: Trigger, source) -> list[Candidate]:
+def seed_candidates(trigger: Trigger, source: Source) -> list[Candidate]:
     seeds = [Candidate(u, "seed") for u in (trigger.seeds or source.seeds)]
     keywords = list(trigger.keywords) or (list(source.search.keywords) if source.search else [])
     seeds += [Candidate(u, "sitemap") for u in sitemap_urls(source)]
@@ -42,7 +43,7 @@ def seed_candidates(trigger: Trigger, source) -> list[Candidate]:
     return seeds + api_candidates(trigger, source)
 
 
-def api_candidates(trigger: Trigger, source) -> list[Candidate]:
+def api_candidates(trigger: Trigger, source: Source) -> list[Candidate]:
     """The first page of the source's API listing; one per keyword when the template uses
     ``{keyword}`` (the trigger's keywords, else the api's, else the search's)."""
     api = source.api
@@ -61,7 +62,7 @@ def api_candidates(trigger: Trigger, source) -> list[Candidate]:
     return out
 
 
-def sitemap_urls(source) -> list[str]:
+def sitemap_urls(source: Source) -> list[str]:
     """The source's sitemaps; ``robots`` means each seed origin's robots.txt, whose
     ``Sitemap:`` lines the parser turns into sitemap links."""
     if source.sitemaps != "robots":
@@ -75,24 +76,17 @@ def sitemap_urls(source) -> list[str]:
     return origins
 
 
-async def start_job(
-    conn: asyncpg.Connection, trigger: Trigger, digest: str
-) -> tuple[TriggerReply, bool]:
+async def start_job(conn: Conn, trigger: Trigger, digest: str) -> tuple[TriggerReply, bool]:
     """Create (or join) the job; returns the reply and whether a new job was created.
 
     Raises ``Poison`` for a trigger that can never succeed (unknown source, no seeds).
     """
     async with conn.transaction():
-        seen = await conn.fetchval(
-            "INSERT INTO triggers (digest) VALUES ($1) ON CONFLICT DO NOTHING RETURNING 1", digest
-        )
-        if not seen:
-            job_id = await conn.fetchval("SELECT job_id FROM triggers WHERE digest = $1", digest)
+        if not await store.jobs.claim_trigger(conn, digest):
+            job_id = await store.jobs.trigger_job(conn, digest)
             return TriggerReply(job_id=job_id, existing=True), False
 
-        definition = await conn.fetchval(
-            "SELECT definition FROM sources WHERE name = $1", trigger.source
-        )
+        definition = await store.sources.definition(conn, trigger.source)
         if definition is None:
             raise Poison(f"unknown source {trigger.source!r} (apply it with `trawl source apply`)")
         source = source_from_dict(definition)
@@ -102,39 +96,31 @@ async def start_job(
         if trigger.kind == "refresh" and not trigger.seeds and not (source.api and source.api.url):
             # A refresh re-visits every product it knows (so delisted ones can count misses
             # and come back), besides the listings that discover new ones.
-            known = await conn.fetch(
-                "SELECT url FROM products WHERE source = $1 AND url IS NOT NULL ORDER BY url",
-                trigger.source,
-            )
-            candidates += [Candidate(r["url"], "product") for r in known]
+            known = await store.jobs.known_product_urls(conn, trigger.source)
+            candidates += [Candidate(url, "product") for url in known]
         admission = Admission(source, effective_allowed_domains(source))
         if not any(admission.accept(c.url, 0, api=c.request is not None) for c in candidates):
             raise Poison(f"source {trigger.source!r}: no usable seed URL in this trigger")
 
         boost = job_boost(trigger.priority, trigger.requested_by)
-        running = await conn.fetchval(
-            "SELECT id FROM jobs WHERE source = $1 AND status = 'running' FOR UPDATE",
-            trigger.source,
-        )
+        running = await store.jobs.running_of_source(conn, trigger.source, lock=True)
         created = running is None
         partial = bool(trigger.seeds or trigger.keywords)
-        if created:
-            job_id = await conn.fetchval(
-                """INSERT INTO jobs (source, kind, priority, keywords, requested_by, definition,
-                                     partial)
-                   VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id""",
-                trigger.source,
-                trigger.kind,
-                trigger.priority,
-                list(trigger.keywords),
-                trigger.requested_by,
-                source_to_dict(source),
-                partial,
+        if running is None:
+            job_id = await store.jobs.insert(
+                conn,
+                source=trigger.source,
+                kind=trigger.kind,
+                priority=trigger.priority,
+                keywords=list(trigger.keywords),
+                requested_by=trigger.requested_by,
+                definition=source_to_dict(source),
+                partial=partial,
             )
         else:
             job_id = running
             if not partial:  # the whole source joins: the job is no longer narrowed
-                await conn.execute("UPDATE jobs SET partial = false WHERE id = $1", job_id)
+                await store.jobs.widen(conn, job_id)
         await admission.admit(conn, job_id, candidates, boost=boost, set_policy=True)
-        await conn.execute("UPDATE triggers SET job_id = $2 WHERE digest = $1", digest, job_id)
+        await store.jobs.set_trigger_job(conn, digest, job_id)
         return TriggerReply(job_id=job_id, existing=not created), created

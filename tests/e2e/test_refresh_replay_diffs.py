@@ -15,7 +15,7 @@ from control import payload_index as idx
 from control.client import TrawlClient
 from control.replay import replay_job
 from demo.shop import DemoShop
-from services.refresher.products import list_products
+from services.refresher.store import list_products
 from services.scheduler.catalog import save_source
 from shared.names import Names
 from shared.payloads import JetStreamPayloadStore

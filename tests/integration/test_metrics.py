@@ -176,7 +176,6 @@ async def test_services_serve_metrics_during_a_crawl(
             for info in await client.workers():
                 service = info["name"].removeprefix(f"{settings.namespace}-")
                 urls[service] = info["metadata"]["metrics"]
-            # The admin API is a process of its own too, with its own /metrics.
             assert set(urls) == {"scheduler", "fetcher", "parser", "refresher", "api"}, stack.logs()
 
             reply = await client.trigger("demo-shop")

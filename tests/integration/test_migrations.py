@@ -38,6 +38,10 @@ async def test_migrate_creates_database_and_replays_all_migrations_once() -> Non
                     "SELECT tablename FROM pg_tables WHERE schemaname='public'"
                 )
             }
+            views = {
+                r["viewname"]
+                for r in await conn.fetch("SELECT viewname FROM pg_views WHERE schemaname='public'")
+            }
         finally:
             await conn.close()
         assert recorded == versions
@@ -53,6 +57,15 @@ async def test_migrate_creates_database_and_replays_all_migrations_once() -> Non
             "snapshots",
             "proxies",
         } <= tables
+        # What other owners read of the frontier (0012): the scheduler's views.
+        assert {
+            "frontier_jobs",
+            "frontier_job_pages",
+            "frontier_payloads",
+            "frontier_stored_copies",
+        } <= views
+        # What other owners read of the catalog (0014): the refresher's view.
+        assert "catalog_product_urls" in views
     finally:
         await _drop(name)
 

@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from schemas.messages import Link, ParseResult, Product
-from services.refresher.products import ParsedProducts, apply_results, list_products
+from services.refresher.products import ParsedProducts, apply_results
+from services.refresher.store import list_products
 
 
 def result(attempt: str, job: int, key: str = "A", price: str = "10.00", **kw) -> ParseResult:
@@ -83,9 +84,9 @@ async def test_batch_is_idempotent_and_snapshots_each_change(pool) -> None:
         # A late result of job 1 must not overwrite what job 2 saw.
         late = await apply_results(conn, [result("6.1", 1, price="10.00")])
         assert late.results == 1 and late.upserts == 0 and late.snapshots == 0
-        products = {p["key"]: p for p in await list_products(conn, "s")}
-        assert (products["A"]["price"], products["A"]["availability"]) == ("8.00", "limited")
-        assert products["A"]["last_seen_job"] == 2
+        products = {p.key: p for p in await list_products(conn, "s")}
+        assert (products["A"].price, products["A"].availability) == ("8.00", "limited")
+        assert products["A"].last_seen_job == 2
 
 
 async def test_sighting_resets_misses_but_replay_does_not(pool) -> None:
@@ -153,7 +154,7 @@ async def test_price_lists_and_attributes_are_stored_and_their_changes_snapshott
         await apply_results(conn, [sighting("3.1", 3, "8.50")])  # member price changed
         (row,) = await list_products(conn, "s")
         snaps = await conn.fetch("SELECT job_id, prices FROM snapshots ORDER BY id")
-    assert row["prices"] == {"member": "8.50"} and row["attributes"] == {"thc": "20%"}
+    assert row.prices == {"member": "8.50"} and row.attributes == {"thc": "20%"}
     assert [(s["job_id"], s["prices"]) for s in snaps] == [
         (1, {"member": "9.00"}),
         (3, {"member": "8.50"}),

@@ -1,0 +1,249 @@
+-- The refresher's queries: products, snapshots, applied_results, miss_counts, and what it reads
+-- of the frontier through the scheduler's views (migrations/0012_frontier_views.sql).
+-- Only services/refresher/store.py runs them.
+--
+-- A {name} in braces is a fragment the store fills in from the Product Struct's fields
+-- (schemas/messages.py), so adding a product field needs no edit here: {product_columns} and
+-- {staged_product_columns} name the staged columns, {locked_products} what a batch compares,
+-- {product_updates} what a sighting overwrites, {product_out} the read model (schemas/read.py
+-- ProductOut), and {staged_products} the staged values cast to the products columns' types.
+
+-- name: create_staged_results
+-- A batch goes in by binary COPY into staging tables, then on to the real tables with one
+-- statement each: binding one array per column costs several times the client CPU (asyncpg
+-- type-checks every array element). The staging tables are temporary, created once per
+-- session and emptied at every commit. Prices and JSON stage as text, cast on the way out:
+-- asyncpg's binary numeric encoder costs ~2 µs a value (text: a tenth), and COPY wants binary
+-- encoders, which the pool's JSON codec has not.
+CREATE TEMP TABLE IF NOT EXISTS refresher_results (
+    attempt_id text, job_id bigint, source text, product_key text, not_modified_url text
+) ON COMMIT DELETE ROWS
+
+-- name: create_staged_products
+CREATE TEMP TABLE IF NOT EXISTS refresher_products (
+    {staged_product_columns}
+) ON COMMIT DELETE ROWS
+
+-- name: create_staged_snapshots
+CREATE TEMP TABLE IF NOT EXISTS refresher_snapshots (
+    source text, key text, job_id bigint, price text, sale_price text, currency text,
+    availability text, prices text
+) ON COMMIT DELETE ROWS
+
+-- name: product_column_types
+-- The products table's columns and their types: staged text becomes numeric or jsonb (or
+-- whatever a migration made a column) by a cast to the column's own type.
+SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type
+FROM pg_attribute a
+WHERE a.attrelid = 'products'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+
+-- name: record_results
+-- In attempt-id order: two replicas holding the same redelivered results then wait on each
+-- other's unique-index entries in the same order, and cannot deadlock.
+INSERT INTO applied_results (attempt_id, job_id, source, product_key, not_modified_url)
+SELECT attempt_id, job_id, source, product_key, not_modified_url FROM refresher_results
+ORDER BY attempt_id
+ON CONFLICT DO NOTHING
+RETURNING attempt_id
+
+-- name: lock_products
+-- The products the new results name, locked in key order. (Keys come as arrays: a join with
+-- the staging table, which has no statistics, can be planned as a scan of all products.)
+-- Only flags and non-empty JSON come back: less to decode. Columns: source, the Product fields
+-- in order (products.py compares them by position), last_seen_job, missed.
+SELECT {locked_products},
+       p.consecutive_misses <> 0 OR p.delisted_at IS NOT NULL AS missed
+FROM products p JOIN unnest($1::text[], $2::text[]) AS k(source, key)
+  ON p.source = k.source AND p.key = k.key
+ORDER BY p.source, p.key
+FOR UPDATE OF p
+
+-- name: upsert_products
+-- A sighting: the product is back in the feed, so its misses reset and a delisting is undone.
+-- A late result of an older job never overwrites what a newer job saw.
+INSERT INTO products ({product_columns})
+SELECT {staged_products} FROM refresher_products s
+ON CONFLICT (source, key) DO UPDATE SET {product_updates}, updated_at = now(),
+    consecutive_misses = 0, delisted_at = NULL, last_seen_at = now(),
+    last_seen_job = greatest(products.last_seen_job, EXCLUDED.last_seen_job)
+WHERE products.last_seen_job IS NULL OR products.last_seen_job <= EXCLUDED.last_seen_job
+
+-- name: replay_products
+-- A replay corrects what was extracted, but it is no new sighting: misses, delisting and
+-- last-seen stay as the live crawls left them.
+INSERT INTO products ({product_columns})
+SELECT {staged_products} FROM refresher_products s
+ON CONFLICT (source, key) DO UPDATE SET {product_updates}, updated_at = now()
+WHERE products.last_seen_job IS NULL OR products.last_seen_job <= EXCLUDED.last_seen_job
+
+-- name: insert_snapshots
+INSERT INTO snapshots (source, key, job_id, price, sale_price, currency, availability, prices)
+SELECT source, key, job_id, price::numeric, sale_price::numeric, currency, availability,
+       prices::jsonb
+FROM refresher_snapshots
+
+-- name: seen_by_url
+-- A 304 whose stored payload could not be re-parsed still counts its page's products as seen.
+UPDATE products p SET last_seen_at = now(), consecutive_misses = 0, delisted_at = NULL,
+    last_seen_job = greatest(p.last_seen_job, u.job_id)
+FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(source, url, job_id)
+WHERE p.source = u.source AND p.url = u.url
+
+-- name: count_applied_products
+-- How many of a job's products are applied. Per entry and product: a page fetched twice
+-- (stale recovery) has two attempts applied, but the scheduler counts its products once.
+SELECT count(DISTINCT (split_part(attempt_id, '.', 1), product_key))
+FROM applied_results WHERE job_id = $1 AND product_key IS NOT NULL
+
+-- name: claim_miss_count
+-- The first call for a job wins; a redelivered completion finds the row and counts nothing.
+INSERT INTO miss_counts (job_id, source, counted) VALUES ($1, $2, false)
+ON CONFLICT DO NOTHING RETURNING 1
+
+-- name: seen_keys
+-- Every product a job saw: its applied results, the products of its 304 pages, and the
+-- products of pages a sitemap's lastmod showed unchanged (admitted done, never fetched).
+SELECT product_key AS key FROM applied_results WHERE job_id = $1 AND product_key IS NOT NULL
+UNION
+SELECT p.key FROM products p JOIN applied_results a
+  ON a.job_id = $1 AND a.not_modified_url IS NOT NULL AND p.url = a.not_modified_url
+WHERE p.source = $2
+UNION
+SELECT p.key FROM products p JOIN frontier_job_pages e
+  ON e.job_id = $1 AND e.state = 'done' AND e.last_outcome = 'not_modified' AND e.url = p.url
+WHERE p.source = $2
+
+-- name: mark_seen
+-- Seen is seen; the per-sighting upsert skips unchanged rows, so their last-seen mark is set here.
+UPDATE products SET consecutive_misses = 0, delisted_at = NULL, last_seen_at = now(),
+    last_seen_job = greatest(last_seen_job, $3)
+WHERE source = $1 AND key = ANY($2::text[])
+
+-- name: job_page_failures
+-- Of the job's pages, how many failed: an image that cannot be fetched says nothing about the
+-- catalog, so images are left out.
+SELECT count(*) AS total, count(*) FILTER (WHERE state = 'failed') AS failed
+FROM frontier_job_pages WHERE job_id = $1 AND kind <> 'image'
+
+-- name: stopped_at_pagination_guard
+SELECT EXISTS (SELECT 1 FROM frontier_job_pages
+               WHERE job_id = $1 AND parse_error LIKE 'pagination guard%')
+
+-- name: record_not_counted
+UPDATE miss_counts SET reason = $2 WHERE job_id = $1
+
+-- name: failed_urls
+-- Pages whose fetch ended in failure (retries exhausted on a transient outcome).
+SELECT url FROM frontier_job_pages WHERE job_id = $1 AND state = 'failed'
+
+-- name: count_missed
+-- Not seen, not on a failed page, and older than the job: a miss.
+UPDATE products SET consecutive_misses = consecutive_misses + 1, updated_at = now()
+WHERE source = $1 AND NOT (key = ANY($2::text[]))
+  AND NOT (coalesce(url, '') = ANY($3::text[]))
+  AND first_seen_at < (SELECT created_at FROM frontier_jobs WHERE job_id = $4)
+RETURNING key
+
+-- name: delist_products
+WITH d AS (
+    SELECT key, availability AS before FROM products
+    WHERE source = $1 AND consecutive_misses >= $2 AND delisted_at IS NULL
+    FOR UPDATE)
+UPDATE products p SET availability = 'out_of_stock', delisted_at = now(), updated_at = now()
+FROM d WHERE p.source = $1 AND p.key = d.key
+RETURNING p.key, p.price, p.sale_price, p.currency, d.before
+
+-- name: snapshot_delisted
+-- The delisting is a stock change: a snapshot of it.
+INSERT INTO snapshots (source, key, job_id, price, sale_price, currency, availability)
+VALUES ($1, $2, $3, $4, $5, $6, 'out_of_stock')
+
+-- name: record_counted
+UPDATE miss_counts SET counted = true, seen = $2, missed = $3, delisted = $4
+WHERE job_id = $1
+
+-- name: link_images_by_url
+-- Most image URLs are stored exactly as the product names them (already canonical).
+UPDATE products p SET image_ref = u.payload_ref
+FROM frontier_stored_copies u
+WHERE p.source = $1 AND p.last_seen_job = $2 AND u.source = p.source AND u.url = p.image
+  AND p.image_ref IS DISTINCT FROM u.payload_ref
+
+-- name: unmatched_images
+SELECT p.key, p.image FROM products p
+WHERE p.source = $1 AND p.last_seen_job = $2 AND p.image IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM frontier_stored_copies u
+                  WHERE u.source = p.source AND u.url = p.image)
+
+-- name: set_image_refs
+UPDATE products p SET image_ref = v.ref
+FROM unnest($2::text[], $3::text[]) AS v(key, ref)
+WHERE p.source = $1 AND p.key = v.key AND p.image_ref IS DISTINCT FROM v.ref
+
+-- name: stored_copies
+SELECT url, payload_ref FROM frontier_stored_copies WHERE source = $1 AND url = ANY($2::text[])
+
+-- name: job
+SELECT job_id, source, kind, status, partial, definition FROM frontier_jobs WHERE job_id = $1
+
+-- name: replay_pages
+-- A job's pages to re-parse: those fetched (ok) or re-validated (not_modified), each with the
+-- newest payload of its URL stored by that job or an earlier job of the source (a 304 stores
+-- nothing new). Pages that share a URL (API POST bodies) take the payload of their own attempt.
+SELECT DISTINCT ON (e.entry_id) e.entry_id, e.url, e.depth, e.keyword, e.kind, e.request,
+       p.ref, p.content_type
+FROM frontier_job_pages e
+JOIN frontier_payloads p ON p.url = e.url AND p.job_id <= e.job_id AND p.source = $2
+  AND (e.request_key = '' OR p.attempt_id = e.attempt_id)
+WHERE e.job_id = $1 AND e.last_outcome IN ('ok', 'not_modified') AND e.kind <> 'image'
+ORDER BY e.entry_id, p.job_id DESC, p.fetched_at DESC
+
+-- name: count_products
+SELECT count(*) FROM products WHERE source = $1
+
+-- name: list_products
+SELECT {product_out} FROM products WHERE source = $1 ORDER BY key LIMIT $2
+
+-- name: count_filtered_products
+-- The API's filters: source, availability, at least N misses, text (name contains, or the exact
+-- sku or key), delisted or not; each NULL when not asked for.
+SELECT count(*) FROM products
+WHERE ($1::text IS NULL OR source = $1)
+  AND ($2::text IS NULL OR availability = $2)
+  AND ($3::int IS NULL OR consecutive_misses >= $3)
+  AND ($4::text IS NULL OR name ILIKE '%' || $4 || '%' OR sku = $4 OR key = $4)
+  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
+
+-- name: filter_products
+SELECT {product_out} FROM products
+WHERE ($1::text IS NULL OR source = $1)
+  AND ($2::text IS NULL OR availability = $2)
+  AND ($3::int IS NULL OR consecutive_misses >= $3)
+  AND ($4::text IS NULL OR name ILIKE '%' || $4 || '%' OR sku = $4 OR key = $4)
+  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
+ORDER BY source, key
+LIMIT $6 OFFSET $7
+
+-- name: product
+SELECT {product_out} FROM products WHERE source = $1 AND key = $2
+
+-- name: product_snapshots
+SELECT job_id, price, sale_price, currency, availability, observed_at
+FROM snapshots WHERE source = $1 AND key = $2 ORDER BY observed_at, id
+
+-- name: applied_keys
+-- The products a job saw by its applied parse results (a 304 without a product counts its
+-- URL's).
+SELECT DISTINCT product_key AS key FROM applied_results
+WHERE job_id = $1 AND source = $2 AND product_key IS NOT NULL
+UNION
+SELECT p.key FROM products p JOIN applied_results a
+  ON a.job_id = $1 AND a.not_modified_url IS NOT NULL AND p.url = a.not_modified_url
+WHERE p.source = $2
+
+-- name: states_as_of
+-- A product's state as of a job: its last snapshot up to that job (snapshots are written on
+-- change only, so the last one is the state then).
+SELECT DISTINCT ON (key) key, job_id, price, sale_price, currency, availability, observed_at
+FROM snapshots WHERE source = $1 AND job_id <= $2 AND key = ANY($3::text[])
+ORDER BY key, job_id DESC, id DESC

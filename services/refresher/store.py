@@ -1,0 +1,314 @@
+"""The refresher's store: the only module that runs its queries (``queries.sql``).
+
+The refresher owns ``products``, ``snapshots``, ``applied_results`` and ``miss_counts``; of the
+frontier it reads only the views the scheduler keeps for other owners (``frontier_jobs``,
+``frontier_job_pages``, ``frontier_payloads``, ``frontier_stored_copies``). Product column
+lists come from the ``Product`` Struct (``columns.py``). The logic stays with its callers:
+batching and snapshots in ``products.py``, the miss rules in ``misses.py``, image links in
+``images.py``, replay in ``control/replay.py``; the API, the CLI and the job diff read products
+here as the one read model (``schemas.read.ProductOut``).
+
+Every function takes a connection, so a caller can run several in one transaction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+from schemas.read import Page, ProductDetail, ProductOut, SnapshotOut
+from services.refresher import columns
+from shared.errors import TrawlError
+from shared.sql import Queries
+
+Conn: TypeAlias = "asyncpg.Connection | PoolConnectionProxy"
+
+_FRAGMENT = re.compile(r"\{([a-z_]+)\}")
+
+
+class StoreError(TrawlError):
+    """The refresher's store cannot run a query."""
+
+
+class NoStagingTables(StoreError):
+    """This database session has no staging tables yet (a new session, or DISCARD TEMP)."""
+
+
+def _render(sql: str, fragments: Mapping[str, str]) -> str:
+    """Fill the ``{name}`` fragments ``fragments`` has; the others stay for a later pass."""
+    return _FRAGMENT.sub(lambda m: fragments.get(m[1], m[0]), sql)
+
+
+_FILE = Queries(Path(__file__).with_name("queries.sql"))
+_Q: dict[str, str] = {name: _render(sql, columns.FRAGMENTS) for name, sql in _FILE.items()}
+# The two upserts cast staged values to the products columns' types, read from the catalog
+# on first use (once per process: the schema does not change under a running service).
+_CAST = ("upsert_products", "replay_products")
+_cast: dict[str, str] = {}
+
+
+async def _cast_queries(conn: Conn) -> dict[str, str]:
+    if not _cast:
+        types = {r["name"]: r["type"] for r in await conn.fetch(_Q["product_column_types"])}
+        staged = {"staged_products": columns.staged_products(types)}
+        _cast.update({name: _render(_Q[name], staged) for name in _CAST})
+    return _cast
+
+
+async def all_queries(conn: Conn) -> dict[str, str]:
+    """Every named query as it runs, fragments filled (for the test that prepares them)."""
+    return {**_Q, **await _cast_queries(conn)}
+
+
+# -- applying parse results (products.py) -------------------------------------------------------
+async def create_staging(conn: Conn) -> None:
+    """The session's staging tables; outside a transaction, so they outlive it."""
+    for name in ("create_staged_results", "create_staged_products", "create_staged_snapshots"):
+        await conn.execute(_Q[name])
+
+
+async def record_results(
+    conn: Conn, records: Sequence[tuple[str, int, str, str | None, str | None]]
+) -> set[str]:
+    """Record (attempt id, job, source, product key, 304 URL) rows; returns the attempt ids
+    that are new (the others were applied before)."""
+    try:
+        await conn.copy_records_to_table("refresher_results", records=records)
+    except asyncpg.UndefinedTableError as exc:
+        raise NoStagingTables() from exc
+    return {row[0] for row in await conn.fetch(_Q["record_results"])}
+
+
+async def lock_products(
+    conn: Conn, keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], asyncpg.Record]:
+    """The stored rows of these (source, key) products, locked, with a ``missed`` flag."""
+    rows = await conn.fetch(_Q["lock_products"], [k[0] for k in keys], [k[1] for k in keys])
+    return {(row["source"], row["key"]): row for row in rows}
+
+
+async def upsert_products(conn: Conn, rows: Sequence[tuple[Any, ...]], *, replay: bool) -> None:
+    """Write staged product rows (``columns.STAGED_COLUMNS`` order), in key order."""
+    await conn.copy_records_to_table("refresher_products", records=rows)
+    queries = await _cast_queries(conn)
+    await conn.execute(queries["replay_products" if replay else "upsert_products"])
+
+
+async def insert_snapshots(conn: Conn, rows: Sequence[tuple[Any, ...]]) -> None:
+    """(source, key, job, price, sale price, currency, availability, price lists) rows."""
+    await conn.copy_records_to_table("refresher_snapshots", records=rows)
+    await conn.execute(_Q["insert_snapshots"])
+
+
+async def seen_by_url(conn: Conn, sightings: Sequence[tuple[str, str, int]]) -> None:
+    """(source, URL, job): the products of a 304 page that could not be re-parsed are seen."""
+    await conn.execute(
+        _Q["seen_by_url"],
+        [s[0] for s in sightings],
+        [s[1] for s in sightings],
+        [s[2] for s in sightings],
+    )
+
+
+async def count_applied_products(conn: Conn, job_id: int) -> int:
+    return int(await conn.fetchval(_Q["count_applied_products"], job_id))
+
+
+# -- misses (misses.py) -------------------------------------------------------------------------
+async def claim_miss_count(conn: Conn, job_id: int, source: str) -> bool:
+    """True for the first call of a job; a redelivered completion gets False."""
+    return bool(await conn.fetchval(_Q["claim_miss_count"], job_id, source))
+
+
+async def seen_keys(conn: Conn, job_id: int, source: str) -> list[str]:
+    return [r["key"] for r in await conn.fetch(_Q["seen_keys"], job_id, source)]
+
+
+async def mark_seen(conn: Conn, source: str, keys: list[str], job_id: int) -> None:
+    await conn.execute(_Q["mark_seen"], source, keys, job_id)
+
+
+async def job_page_failures(conn: Conn, job_id: int) -> tuple[int, int]:
+    """(failed, total) of the job's pages, images left out."""
+    row = await conn.fetchrow(_Q["job_page_failures"], job_id)
+    assert row is not None  # an aggregate always returns its row
+    return row["failed"], row["total"]
+
+
+async def stopped_at_pagination_guard(conn: Conn, job_id: int) -> bool:
+    return bool(await conn.fetchval(_Q["stopped_at_pagination_guard"], job_id))
+
+
+async def record_not_counted(conn: Conn, job_id: int, reason: str) -> None:
+    await conn.execute(_Q["record_not_counted"], job_id, reason)
+
+
+async def failed_urls(conn: Conn, job_id: int) -> list[str]:
+    return [r["url"] for r in await conn.fetch(_Q["failed_urls"], job_id)]
+
+
+async def count_missed(
+    conn: Conn, source: str, seen: list[str], failed: list[str], job_id: int
+) -> list[str]:
+    """Add a miss to the source's products neither seen nor on a failed page; their keys."""
+    rows = await conn.fetch(_Q["count_missed"], source, seen, failed, job_id)
+    return [r["key"] for r in rows]
+
+
+@dataclass(frozen=True)
+class Delisted:
+    key: str
+    price: Decimal | None
+    sale_price: Decimal | None
+    currency: str | None
+    before: str | None  # availability before the delisting
+
+
+async def delist_products(conn: Conn, source: str, threshold: int) -> list[Delisted]:
+    """Mark out of stock the products at ``threshold`` misses not delisted yet."""
+    rows = await conn.fetch(_Q["delist_products"], source, threshold)
+    return [Delisted(**dict(r)) for r in rows]
+
+
+async def snapshot_delisted(conn: Conn, source: str, job_id: int, rows: list[Delisted]) -> None:
+    await conn.executemany(
+        _Q["snapshot_delisted"],
+        [(source, d.key, job_id, d.price, d.sale_price, d.currency) for d in rows],
+    )
+
+
+async def record_counted(conn: Conn, job_id: int, seen: int, missed: int, delisted: int) -> None:
+    await conn.execute(_Q["record_counted"], job_id, seen, missed, delisted)
+
+
+# -- images (images.py) -------------------------------------------------------------------------
+def _updated(status: str) -> int:
+    return int(status.rsplit(" ", 1)[-1])
+
+
+async def link_images_by_url(conn: Conn, source: str, job_id: int) -> int:
+    """Point the job's products at the stored copy of their image URL as written; how many
+    rows changed."""
+    return _updated(await conn.execute(_Q["link_images_by_url"], source, job_id))
+
+
+async def unmatched_images(conn: Conn, source: str, job_id: int) -> dict[str, str]:
+    """Key → image URL of the job's products whose image URL as written has no stored copy."""
+    rows = await conn.fetch(_Q["unmatched_images"], source, job_id)
+    return {r["key"]: r["image"] for r in rows}
+
+
+async def set_image_refs(conn: Conn, source: str, keys: list[str], refs: list[str | None]) -> int:
+    return _updated(await conn.execute(_Q["set_image_refs"], source, keys, refs))
+
+
+async def stored_copies(conn: Conn, source: str, urls: list[str]) -> dict[str, str]:
+    """URL → payload ref of the URLs the source has a stored copy of."""
+    rows = await conn.fetch(_Q["stored_copies"], source, urls)
+    return {r["url"]: r["payload_ref"] for r in rows}
+
+
+# -- jobs and pages of the frontier (its views) -------------------------------------------------
+@dataclass(frozen=True)
+class FrontierJob:
+    job_id: int
+    source: str
+    kind: str
+    status: str
+    partial: bool  # its trigger named its own seeds or keywords
+    definition: dict[str, Any]  # the source as it was when the job started
+
+
+async def job(conn: Conn, job_id: int) -> FrontierJob | None:
+    row = await conn.fetchrow(_Q["job"], job_id)
+    return None if row is None else FrontierJob(**dict(row))
+
+
+@dataclass(frozen=True)
+class ReplayPage:
+    entry_id: int
+    url: str
+    depth: int
+    keyword: str | None
+    kind: str
+    request: Any  # an API page's ApiRequest as stored (jsonb), else None
+    ref: str  # the payload to parse
+    content_type: str | None
+
+
+async def replay_pages(conn: Conn, job_id: int, source: str) -> list[ReplayPage]:
+    """The job's fetched or re-validated pages, each with the payload to parse it from."""
+    return [ReplayPage(**dict(r)) for r in await conn.fetch(_Q["replay_pages"], job_id, source)]
+
+
+# -- reading products (the API, the CLI, the client, the job diff) ------------------------------
+def _shown(value: Any) -> Any:
+    # Decimal strings as written, never in exponent form ("0.00000001", not "1E-8").
+    return f"{value:f}" if isinstance(value, Decimal) else value
+
+
+def _product(row: asyncpg.Record) -> ProductOut:
+    return ProductOut(**{k: _shown(v) for k, v in row.items()})
+
+
+def _snapshot(row: asyncpg.Record) -> SnapshotOut:
+    return SnapshotOut(**{k: _shown(v) for k, v in row.items() if k != "key"})
+
+
+async def count_products(conn: Conn, source: str) -> int:
+    return int(await conn.fetchval(_Q["count_products"], source))
+
+
+async def list_products(conn: Conn, source: str, *, limit: int | None = None) -> list[ProductOut]:
+    """A source's products by key (all of them without a limit)."""
+    return [_product(r) for r in await conn.fetch(_Q["list_products"], source, limit)]
+
+
+@dataclass(frozen=True)
+class ProductFilter:
+    """The API's product filters; None asks nothing."""
+
+    source: str | None = None
+    availability: str | None = None
+    min_misses: int | None = None
+    text: str | None = None  # name contains it, or the exact sku or key
+    delisted: bool | None = None
+
+    def args(self) -> tuple[Any, ...]:
+        return self.source, self.availability, self.min_misses, self.text, self.delisted
+
+
+async def product_page(
+    conn: Conn, where: ProductFilter, *, limit: int, offset: int
+) -> Page[ProductOut]:
+    total = await conn.fetchval(_Q["count_filtered_products"], *where.args())
+    rows = await conn.fetch(_Q["filter_products"], *where.args(), limit, offset)
+    return Page(items=[_product(r) for r in rows], total=total, limit=limit, offset=offset)
+
+
+async def product_detail(conn: Conn, source: str, key: str) -> ProductDetail | None:
+    row = await conn.fetchrow(_Q["product"], source, key)
+    if row is None:
+        return None
+    snapshots = await conn.fetch(_Q["product_snapshots"], source, key)
+    return ProductDetail(product=_product(row), snapshots=[_snapshot(s) for s in snapshots])
+
+
+async def applied_keys(conn: Conn, job_id: int, source: str) -> set[str]:
+    """The products a job saw by its applied parse results."""
+    return {r["key"] for r in await conn.fetch(_Q["applied_keys"], job_id, source)}
+
+
+async def states_as_of(
+    conn: Conn, source: str, job_id: int, keys: Iterable[str]
+) -> dict[str, SnapshotOut]:
+    """Key → the product's last snapshot up to that job: its state then."""
+    rows = await conn.fetch(_Q["states_as_of"], source, job_id, list(keys))
+    return {r["key"]: _snapshot(r) for r in rows}

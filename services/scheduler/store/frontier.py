@@ -1,0 +1,95 @@
+"""The frontier's entries: admission into a job, what a source has stored already, and the
+sweeps that keep entries and their domains' flags honest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+from services.scheduler.store.queries import Conn, Q, affected
+
+
+class NewEntry(NamedTuple):
+    """One canonical URL (or API page) to admit into a job."""
+
+    url: str
+    request_key: str  # '' for a plain GET; else a hash of the request (several share a URL)
+    domain: str
+    kind: str
+    depth: int
+    keyword: str | None
+    priority: int
+    request: str | None  # the ApiRequest as JSON
+    pagination_hops: int
+    unchanged: bool  # a sitemap says our stored copy is current: admitted done
+
+
+class StoredCopy(NamedTuple):
+    payload_ref: str
+    updated_at: datetime
+
+
+async def ensure_domains(
+    conn: Conn,
+    domains: list[str],
+    pace: tuple[float, float, int],
+    *,
+    set_policy: bool,
+) -> None:
+    """Register the domains with the pace ``(min_delay, max_delay, max_in_flight)`` and mark
+    them as having pending work. ``set_policy`` (a job's start) overwrites a known domain's
+    pace; otherwise a known domain keeps its own."""
+    lo, hi, n = pace
+    await conn.execute(Q.set_domains_policy if set_policy else Q.ensure_domains, domains, n, lo, hi)
+
+
+async def admit(
+    conn: Conn,
+    job_id: int,
+    entries: Sequence[NewEntry],
+    *,
+    now: float | None,
+    traceparent: str | None,
+) -> int:
+    """Insert new entries (duplicates within the job are ignored); returns how many.
+
+    ``now`` (epoch seconds) is the enqueue time for aging; the database clock when None.
+    """
+    status = await conn.execute(
+        Q.admit_entries,
+        job_id,
+        [e.url for e in entries],
+        [e.domain for e in entries],
+        [e.kind for e in entries],
+        [e.depth for e in entries],
+        [e.keyword for e in entries],
+        [e.priority for e in entries],
+        now,
+        traceparent,
+        [e.request for e in entries],
+        [e.request_key for e in entries],
+        [e.unchanged for e in entries],
+        [e.pagination_hops for e in entries],
+    )
+    return affected(status)
+
+
+async def stored_copies(conn: Conn, source: str, urls: list[str]) -> dict[str, StoredCopy]:
+    """Canonical URL → the stored copy the source has of it (url_state)."""
+    rows = await conn.fetch(Q.stored_copies, source, urls)
+    return {r["url"]: StoredCopy(r["payload_ref"], r["updated_at"]) for r in rows}
+
+
+async def recover_stale(conn: Conn, visibility_timeout: float) -> int:
+    """Entries dispatched or fetched longer than the visibility timeout ago go back to pending;
+    their domains' in-flight counts are recomputed. Returns how many entries."""
+    rows = await conn.fetch(Q.recover_stale_entries, visibility_timeout)
+    if rows:
+        await conn.execute(Q.recount_in_flight, sorted({r["domain"] for r in rows}))
+    return len(rows)
+
+
+async def recheck_has_pending(conn: Conn) -> int:
+    """Flag every domain that has pending entries but lost its flag; returns how many."""
+    return affected(await conn.execute(Q.recheck_has_pending))
