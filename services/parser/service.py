@@ -92,7 +92,7 @@ class Parser:
         )
 
     async def parse(self, fetched: FetchResult, source: Source) -> ParseResult:
-        base = {
+        base: dict[str, Any] = {
             "attempt_id": fetched.attempt_id,
             "job_id": fetched.job_id,
             "entry_id": fetched.entry_id,
