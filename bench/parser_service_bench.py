@@ -167,7 +167,7 @@ async def bench_service(pages, definition, rounds: int) -> float:
                 work.append((names.fetched, result, None, None))
         await publish_many(js, work)
         stop = asyncio.Event()
-        rt = Runtime("parser", settings, names, nc, js, None, stop)
+        rt = Runtime("parser", settings, names, nc, js, stop)
         started = time.perf_counter()
         tasks = [asyncio.create_task(c) for c in await start(rt)]
         while rt.stats["parsed"] + rt.stats["parse_errors"] < len(work):

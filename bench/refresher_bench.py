@@ -103,7 +103,7 @@ async def bench_service(dsn: str, n: int, links: int) -> None:
     from shared.db import open_pool
     from shared.names import Names
     from shared.provision import provision, teardown
-    from shared.service import Runtime
+    from shared.service import DbRuntime
     from shared.settings import Settings
 
     ns = f"bench{uuid.uuid4().hex[:8]}"
@@ -120,7 +120,7 @@ async def bench_service(dsn: str, n: int, links: int) -> None:
         took = time.perf_counter() - started
         print(f"service: {n} parse results published in {took:.2f} s ({n / took:,.0f}/s)")
         stop = asyncio.Event()
-        rt = Runtime("refresher", settings, names, nc, js, pool, stop)
+        rt = DbRuntime("refresher", settings, names, nc, js, stop, pool=pool)
         started, cpu = time.perf_counter(), cpu_seconds()
         tasks = [asyncio.create_task(c) for c in await start(rt)]
         while rt.stats["applied"] < n:

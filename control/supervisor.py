@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 log = logging.getLogger("trawl.supervisor")
 
@@ -47,13 +48,11 @@ class Child:
     proc: asyncio.subprocess.Process | None = None
     restarts: int = 0
     started_at: float = 0.0
-    _log: object = field(default=None, repr=False)
+    _log: BinaryIO | None = field(default=None, repr=False)
 
     async def start(self) -> None:
         out = None
-        if self._log is not None:  # a restart: the previous run's handle is done
-            self._log.close()  # type: ignore[attr-defined]
-            self._log = None
+        self.close_log()  # a restart: the previous run's handle is done
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             out = open(self.log_path, "ab")  # noqa: SIM115, ASYNC230 - lives with the child
@@ -67,6 +66,11 @@ class Child:
             start_new_session=True,  # Ctrl-C reaches the supervisor only; it stops children
         )
         self.started_at = time.monotonic()
+
+    def close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
 
 class Supervisor:
@@ -151,5 +155,4 @@ class Supervisor:
                         child.proc.kill()  # type: ignore[union-attr]
                 await asyncio.gather(*pending, return_exceptions=True)
         for child in self.children:
-            if child._log is not None:
-                child._log.close()  # type: ignore[attr-defined]
+            child.close_log()

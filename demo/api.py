@@ -248,7 +248,7 @@ def respond(
             "next_cursor": _cursor(start + limit) if more else None,
         }
     chunk = listing(catalog, epoch)[:limit]
-    items = [_graphql_item(catalog, p, epoch) for p in chunk]
+    rows = [_graphql_item(catalog, p, epoch) for p in chunk]
     if path == "/api/stuck":
-        return 200, {"items": items, "next_cursor": "c2"}  # c2, c2, c2, …
-    return 200, {"items": items}  # /api/endless: full pages forever
+        return 200, {"items": rows, "next_cursor": "c2"}  # c2, c2, c2, …
+    return 200, {"items": rows}  # /api/endless: full pages forever

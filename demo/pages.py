@@ -14,6 +14,7 @@ conventions crawlers rely on:
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from html import escape
 from urllib.parse import quote_plus
@@ -402,6 +403,6 @@ class Pages:
         return Page(200, body, "application/xml")
 
 
-def _json_ld(data: dict[str, object]) -> str:
+def _json_ld(data: Mapping[str, object]) -> str:
     text = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
     return f'<script type="application/ld+json">{text}</script>'

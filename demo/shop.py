@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from demo import api
 from demo.catalog import Catalog, epoch_date
 from demo.faults import FaultInjector, Faults
 from demo.pages import Page, Pages
+from shared.lru import LRU
 
 Route = tuple[Any, ...]
 RequestRecord = dict[str, Any]
@@ -49,32 +49,6 @@ class Rendered:
     body: bytes
     content_type: str
     etag: str
-
-
-class _PageCache:
-    """LRU of rendered pages bounded by total body bytes."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[int, int, Route], Rendered] = OrderedDict()
-        self._bytes = 0
-
-    def get(self, key: tuple[int, int, Route]) -> Rendered | None:
-        item = self._items.get(key)
-        if item is not None:
-            self._items.move_to_end(key)
-        return item
-
-    def put(self, key: tuple[int, int, Route], item: Rendered) -> None:
-        self._items[key] = item
-        self._bytes += len(item.body)
-        while self._bytes > self.max_bytes and self._items:
-            _, old = self._items.popitem(last=False)
-            self._bytes -= len(old.body)
-
-    def clear(self) -> None:
-        self._items.clear()
-        self._bytes = 0
 
 
 def _render(page: Page) -> Rendered:
@@ -149,7 +123,10 @@ class DemoShop:
         self.request_log: list[RequestRecord] = []
         self._waiters: list[tuple[Callable[[RequestRecord], bool], asyncio.Future[RequestRecord]]]
         self._waiters = []
-        self._cache = _PageCache(cache_bytes)
+        # Rendered pages, bounded by their total body bytes.
+        self._cache: LRU[tuple[int, int, Route], Rendered] = LRU(
+            cache_bytes, weigh=lambda page: len(page.body)
+        )
         self._pages = [Pages(self.catalog, i, per_page) for i in range(len(self.hosts))]
         self._runners: list[web.ServerRunner] = []
         self._log_file: IO[str] | None = None

@@ -18,20 +18,21 @@ PACING_PROFILES: dict[str, dict[str, float]] = {
 
 
 class _Model(msgspec.Struct, kw_only=True, frozen=True, forbid_unknown_fields=True):
-    pass
+    """Base of the definition's parts. msgspec passes ``frozen`` on to subclasses, mypy does
+    not (it reads them as dataclasses): each subclass repeats it, as schemas/messages.py does."""
 
 
-class Search(_Model):
+class Search(_Model, frozen=True):
     url: str  # template with {keyword}
     keywords: list[str] = []
 
 
-class LinkRule(_Model):
+class LinkRule(_Model, frozen=True):
     css: str | None = None
     pattern: str | None = None  # regex searched in the absolute URL
 
 
-class Links(_Model):
+class Links(_Model, frozen=True):
     product: LinkRule | None = None
     pagination: LinkRule | None = None
     deny: list[str] = []
@@ -39,12 +40,12 @@ class Links(_Model):
     max_pagination: int = 1000  # consecutive pagination links (a listing's pages; traps)
 
 
-class FieldRule(_Model):
+class FieldRule(_Model, frozen=True):
     css: str
     attr: str | None = None  # read this attribute instead of the text
 
 
-class Pacing(_Model):
+class Pacing(_Model, frozen=True):
     profile: Literal["stealth", "polite", "fast"] = "stealth"
     min_delay: float | None = None
     max_delay: float | None = None
@@ -59,7 +60,7 @@ class Pacing(_Model):
         return lo, max(lo, hi), n
 
 
-class RetryPolicy(_Model):
+class RetryPolicy(_Model, frozen=True):
     max_retries: int = 3
     base_delay: float = 60.0
     factor: float = 2.0
@@ -68,13 +69,13 @@ class RetryPolicy(_Model):
     blocked_base_delay: float = 900.0
 
 
-class Refresh(_Model):
+class Refresh(_Model, frozen=True):
     schedule: str | None = None
     miss_threshold: int = 3
     max_failure_rate: float = 0.2
 
 
-class ApiPagination(_Model):
+class ApiPagination(_Model, frozen=True):
     """How an API listing pages: ``page`` numbers, ``offset``/limit, a ``cursor`` read from the
     response, or ``none`` (one request). The crawl stops at a short page, when the running total
     reaches ``total``, without a next cursor, on a repeated cursor, or at ``max_pages`` (an
@@ -88,7 +89,7 @@ class ApiPagination(_Model):
     next_cursor: str | None = None  # JMESPath to the next page's cursor
 
 
-class ApiVariants(_Model):
+class ApiVariants(_Model, frozen=True):
     """Per-option (variant) records inside an item: each has its own price and stock."""
 
     path: str  # JMESPath from the item to its list of variants
@@ -100,7 +101,7 @@ class ApiVariants(_Model):
     option: str | None = None  # JMESPath to the option's label, appended to the name
 
 
-class ApiMapping(_Model):
+class ApiMapping(_Model, frozen=True):
     """Where each product field is in the JSON, as JMESPath expressions (a constant is a
     JMESPath raw string: ``currency: "'EUR'"``)."""
 
@@ -111,12 +112,12 @@ class ApiMapping(_Model):
     in_stock_below: int | None = None  # stock under this (and above 0) reads as ``limited``
 
 
-class GraphQL(_Model):
+class GraphQL(_Model, frozen=True):
     query: str
     variables: dict[str, Any] = {}  # strings may be placeholders: "{page}" → 2
 
 
-class Api(_Model):
+class Api(_Model, frozen=True):
     """An API listing crawled instead of (or beside) HTML pages.
 
     ``url``, ``headers``, ``body`` and ``graphql`` are templates: ``{page}``, ``{per_page}``,
@@ -136,7 +137,7 @@ class Api(_Model):
     embedded: str | None = None  # CSS selector of a JSON <script> in HTML pages (__NEXT_DATA__)
 
 
-class Source(_Model):
+class Source(_Model, frozen=True):
     name: str
     seeds: list[str] = []
     search: Search | None = None

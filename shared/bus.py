@@ -6,6 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import TypeVar
 
 import msgspec
 import nats
@@ -14,12 +15,17 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from opentelemetry.trace import SpanKind
 
+from schemas.messages import Message
 from shared import names as n
+from shared.channels import Channel
+from shared.names import Names
 from shared.telemetry import inject, tracer
 
 log = logging.getLogger("trawl.bus")
 
 _encoder = msgspec.json.Encoder()
+
+B = TypeVar("B", bound=Message)
 
 
 async def connect(url: str, *, name: str, attempts: int = -1) -> Client:
@@ -51,6 +57,36 @@ def encode(message: msgspec.Struct) -> bytes:
     return _encoder.encode(message)
 
 
+async def send(
+    js: JetStreamContext,
+    names: Names,
+    channel: Channel[B],
+    body: B,
+    *,
+    msg_id: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> None:
+    """Publish ``body`` on its channel's subject and await the JetStream ack. The channel fixes
+    the body's type: mypy refuses a body of another channel."""
+    await publish(js, channel.subject(names, body), body, msg_id=msg_id, headers=headers)
+
+
+async def send_many(
+    js: JetStreamContext,
+    names: Names,
+    channel: Channel[B],
+    items: Sequence[tuple[B, str | None, dict[str, str] | None]],
+    *,
+    timeout: float = 10.0,
+) -> None:
+    """``send`` for many (body, msg_id, headers) items at once (see ``publish_many``)."""
+    await publish_many(
+        js,
+        [(channel.subject(names, body), body, msg_id, hdrs) for body, msg_id, hdrs in items],
+        timeout=timeout,
+    )
+
+
 async def publish(
     js: JetStreamContext,
     subject: str,
@@ -60,7 +96,10 @@ async def publish(
     headers: dict[str, str] | None = None,
     attempts: int = 5,
 ) -> None:
-    """Publish and await the JetStream ack, retrying timeouts; ``msg_id`` makes retries safe."""
+    """Publish and await the JetStream ack, retrying timeouts; ``msg_id`` makes retries safe.
+
+    By subject: for bytes that go back where they came from (a dead letter retried). A service
+    publishes its messages with ``send``, typed by the channel."""
     data = message if isinstance(message, bytes) else encode(message)
     with tracer().start_as_current_span(
         f"{subject} publish",
@@ -119,7 +158,7 @@ async def discover_instances(
     sub = await nc.subscribe(inbox)
     found: list[dict] = []
     try:
-        await nc.publish(f"$SRV.{verb}", b"", reply=inbox)
+        await nc.publish(Names.service_api(verb), b"", reply=inbox)
         deadline = time.monotonic() + wait
         while (left := deadline - time.monotonic()) > 0:
             try:

@@ -1,5 +1,8 @@
 """The pull-consumer loop every service uses, and the message-fate policy in one place.
 
+Two kinds of consumer: ``Consumer`` calls its handler once per message, ``BatchConsumer`` once
+per pulled batch (one transaction), falling back to batches of one when a batch fails.
+
 Fate: success → ``ack``; ``Retry(delay)`` → ``nak(delay)``; ``Poison(reason)`` or a body that
 does not decode → DLQ + ``term``; any other exception → ``nak`` with backoff, and DLQ + ``term``
 on the last allowed delivery. Outputs are published by the handler before it returns, so the
@@ -10,12 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import msgspec
 import nats.errors
@@ -25,17 +29,19 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from schemas.messages import VERSION, DeadLetter
+from schemas.messages import VERSION, DeadLetter, Message
 from shared import names as n
-from shared.bus import publish
+from shared.bus import send
+from shared.channels import DEAD_LETTERS, Channel
 from shared.errors import Poison, Retry
+from shared.metrics import Labels, Metrics
 from shared.names import Names
-from shared.provision import ConsumerSpec, consumer_config
+from shared.provision import consumer_config, consumer_spec
 from shared.telemetry import consumer_span, start_consumer_span
 
 log = logging.getLogger("trawl.consumer")
 
-T = TypeVar("T", bound=msgspec.Struct)
+T = TypeVar("T", bound=Message)
 
 PULL_WAIT = 0.005  # longest wait for a low-water mark of free slots before pulling anyway
 _STATUS = "Status"  # the header of JetStream's status messages
@@ -137,53 +143,71 @@ Handler = Callable[[Delivery[T]], Awaitable[None]]
 BatchHandler = Callable[[list[Delivery[T]]], Awaitable[None]]
 
 
-class Consumer(Generic[T]):
-    """Pulls batches from one durable consumer and handles them concurrently."""
+class Options(TypedDict, Generic[T], total=False):
+    """How a consumer pulls and handles (``Subscriber``'s keyword arguments)."""
+
+    concurrency: int  # messages in flight at once
+    batch: int  # most messages pulled at once
+    max_deliver: int  # deliveries before a failing message is dead-lettered
+    grace: float  # seconds in-flight work gets to finish at stop
+    span_attrs: Callable[[T], dict[str, Any]]  # attributes of a message's consumer span
+
+
+class Subscriber(Generic[T]):
+    """The pull loop of one durable consumer, and the message-fate policy. Two kinds:
+    ``Consumer`` calls its handler once per message, ``BatchConsumer`` once per pulled batch."""
 
     def __init__(
         self,
+        nc: Client,
         js: JetStreamContext,
         names: Names,
-        spec: ConsumerSpec,
-        body_type: type[T],
-        handler: Handler[T],
+        channel: Channel[T],
+        service: str,
         *,
         stop: asyncio.Event,
-        concurrency: int = 64,
-        batch: int = 100,
-        max_deliver: int = 5,
-        grace: float = 20.0,
-        span_attrs: Callable[[T], dict[str, Any]] | None = None,
-        batch_handler: BatchHandler[T] | None = None,
+        metrics: Metrics | None = None,
+        **options: Unpack[Options[T]],
     ) -> None:
-        """``batch_handler``: handle each pulled batch in one call and ack it as a whole (the
-        refresher's one transaction per batch); when it raises, the batch's messages go through
-        ``handler`` one by one, so only the culprit is retried or dead-lettered."""
+        """``service``'s consumer of ``channel``: its durable there (the channel table), bodies
+        decoded as the channel's type; it counts what it handles in ``metrics``."""
+        self.nc = nc
         self.js = js
-        self.batch_handler = batch_handler
         self.names = names
-        self.spec = spec
-        self.decoder = msgspec.json.Decoder(body_type)
-        self.handler = handler
+        self.channel = channel
+        self.spec = consumer_spec(names, channel, service)
+        self.decoder = msgspec.json.Decoder(channel.body)
         self.stop = stop
-        self.concurrency = concurrency
-        self.batch = batch
-        self.max_deliver = max_deliver
-        self.grace = grace
-        self.span_attrs = span_attrs
-        self.stream = names.stream(spec.stream_key)
-        self.durable = spec.durable(names)
+        self.concurrency = concurrency = options.get("concurrency", 64)
+        self.batch = options.get("batch", 100)
+        self.max_deliver = options.get("max_deliver", 5)
+        self.grace = options.get("grace", 20.0)
+        self.span_attrs = options.get("span_attrs")
+        self.stream = names.stream(channel.stream)
+        self.durable = self.spec.durable(names)
         self._inflight: set[asyncio.Task[None]] = set()
         self._slots = asyncio.Semaphore(concurrency)
         self._roomy = asyncio.Event()
         self._held = 0  # messages in flight (a batch task holds all of its messages)
-        self.handled = 0
-        self.errors = 0
-        self.dead_lettered = 0
+        self.metrics = metrics or Metrics.disabled()
+        self.labels: Labels = (("consumer", self.durable), ("stream", channel.stream))
+
+    @property
+    def handled(self) -> int:
+        """Messages this instance acknowledged after their handler succeeded (read from
+        ``metrics``, where they are counted)."""
+        return self.metrics.handled.get(self.labels)
+
+    @property
+    def errors(self) -> int:
+        return self.metrics.errors.get(self.labels)
+
+    @property
+    def dead_lettered(self) -> int:
+        return self.metrics.dead_lettered.get(self.labels)
 
     async def run(self) -> None:
-        # nats-py keeps the client private to the JetStream context.
-        sub = Puller(self.js._nc, self.names.pull_request(self.stream, self.durable))
+        sub = Puller(self.nc, self.names.pull_request(self.stream, self.durable))
         await sub.start()
         empty = 0
         try:
@@ -200,24 +224,17 @@ class Consumer(Generic[T]):
                 except nats.errors.ConnectionClosedError:
                     break
                 empty = 0
-                if self.batch_handler is not None:
-                    for _ in msgs:
-                        await self._slots.acquire()
-                    task = asyncio.create_task(
-                        self._process_batch(msgs), name=f"{self.durable}-batch"
-                    )
-                    self._track(task, len(msgs))
-                    continue
-                for msg in msgs:
-                    await self._slots.acquire()
-                    # One task per message. At stop, in-flight tasks get ``grace`` to finish their
-                    # publish → ack; one cancelled after that is simply redelivered.
-                    task = asyncio.create_task(self._process(msg), name=f"{self.durable}-msg")
-                    self._track(task, 1)
+                await self._start(msgs)
         finally:
             await self._drain_inflight()
             with contextlib.suppress(Exception):
                 await sub.stop()
+
+    async def _start(self, msgs: list[Msg]) -> None:
+        """Start handling pulled messages, each holding a slot until it is settled. At stop,
+        in-flight tasks get ``grace`` to finish their publish → ack; one cancelled after that is
+        simply redelivered."""
+        raise NotImplementedError
 
     def _free_slots(self) -> int:
         return self.concurrency - self._held
@@ -237,8 +254,11 @@ class Consumer(Generic[T]):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._roomy.wait(), PULL_WAIT)
 
-    def _track(self, task: asyncio.Task[None], size: int) -> None:
-        """Hold ``size`` slots until the task ends."""
+    async def _track(self, work: Coroutine[Any, Any, None], size: int, name: str) -> None:
+        """Run ``work`` as a task holding ``size`` slots until it ends."""
+        for _ in range(size):
+            await self._slots.acquire()
+        task = asyncio.create_task(work, name=name)
         self._held += size
         self._inflight.add(task)
 
@@ -251,42 +271,6 @@ class Consumer(Generic[T]):
                 self._roomy.set()
 
         task.add_done_callback(done)
-
-    async def _process_batch(self, msgs: list[Msg]) -> None:
-        deliveries: list[Delivery[T]] = []
-        for msg in msgs:
-            try:
-                body = self.decoder.decode(msg.data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                await self._dead_letter(msg, f"malformed message: {exc}")
-                continue
-            if getattr(body, "v", VERSION) > VERSION:
-                await self._dead_letter(msg, f"unsupported message version v={body.v}")
-                continue
-            deliveries.append(Delivery(body, msg))
-        if not deliveries:
-            return
-        spans = [start_consumer_span(d.msg.subject, d.msg.headers) for d in deliveries]
-        try:
-            assert self.batch_handler is not None
-            await self.batch_handler(deliveries)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # one by one: only the culprit fails
-            log.warning(
-                "batch failed, handling its messages one by one: %s",
-                exc,
-                extra={"action": "batch_fallback", "consumer": self.durable},
-            )
-            for d in deliveries:
-                await self._process(d.msg)
-            return
-        finally:
-            for span in spans:
-                span.end()
-        for d in deliveries:
-            await self._ack(d.msg)
-        self.handled += len(deliveries)
 
     async def _drain_inflight(self) -> None:
         if not self._inflight:
@@ -309,19 +293,32 @@ class Consumer(Generic[T]):
         except (TimeoutError, nats.errors.Error):
             pass
 
-    async def _process(self, msg: Msg) -> None:
+    # -- the fate of one message -----------------------------------------------------------
+    async def _decode(self, msg: Msg) -> Delivery[T] | None:
+        """The message decoded; one that never will be (malformed, or of a newer version than
+        this code reads) is dead-lettered at once and ``None`` returned."""
         try:
             body = self.decoder.decode(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            with consumer_span(msg.subject, msg.headers):
-                await self._dead_letter(msg, f"malformed message: {exc}")
-            return
-        attrs = self.span_attrs(body) if self.span_attrs else {}
+            reason = f"malformed message: {exc}"
+        else:
+            if body.v <= VERSION:
+                return Delivery(body, msg)
+            reason = f"unsupported message version v={body.v} (max {VERSION})"
+        with consumer_span(msg.subject, msg.headers) as span:
+            span.set_attribute("trawl.fate", "dlq")
+            await self._dead_letter(msg, reason)
+        return None
+
+    async def _settle(self, d: Delivery[T], handle: Callable[[], Awaitable[None]]) -> None:
+        """Run ``handle`` for one delivery and decide its fate: success → ack; ``Retry`` →
+        nak(delay); ``Poison`` → DLQ; any other error → nak with backoff, DLQ on the last
+        allowed delivery."""
+        msg = d.msg
+        attrs = self.span_attrs(d.body) if self.span_attrs else {}
         with consumer_span(msg.subject, msg.headers, **attrs) as span:
             try:
-                if getattr(body, "v", VERSION) > VERSION:
-                    raise Poison(f"unsupported message version v={body.v} (max {VERSION})")
-                await self.handler(Delivery(body, msg))
+                await handle()
             except Poison as exc:
                 span.set_attribute("trawl.fate", "dlq")
                 await self._dead_letter(msg, str(exc))
@@ -333,7 +330,7 @@ class Consumer(Generic[T]):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self.errors += 1
+                self.metrics.errors.add(1, self.labels)
                 span.record_exception(exc)
                 log.exception(
                     "handler failed",
@@ -346,7 +343,7 @@ class Consumer(Generic[T]):
                 await self._retry(msg, f"{type(exc).__name__}: {exc}", self._backoff(msg))
                 return
             await self._ack(msg)
-            self.handled += 1
+            self.metrics.handled.add(1, self.labels)
 
     def _backoff(self, msg: Msg) -> float:
         return min(30.0, 0.5 * 2 ** (msg.metadata.num_delivered - 1))
@@ -366,7 +363,7 @@ class Consumer(Generic[T]):
             await msg.ack()
 
     async def _dead_letter(self, msg: Msg, reason: str) -> None:
-        self.dead_lettered += 1
+        self.metrics.dead_lettered.add(1, self.labels)
         headers = dict(msg.headers or {})
         letter = DeadLetter(
             stream=self.spec.stream_key,
@@ -386,9 +383,89 @@ class Consumer(Generic[T]):
                 n.DLQ_DELIVERED: str(msg.metadata.num_delivered),
             }
         )
-        await publish(self.js, self.names.dlq(self.spec.stream_key), letter, headers=dlq_headers)
+        await send(self.js, self.names, DEAD_LETTERS, letter, headers=dlq_headers)
         log.warning(
             "dead-lettered: %s", reason, extra={"action": "dead_lettered", "consumer": self.durable}
         )
         with contextlib.suppress(nats.errors.Error):
             await msg.term()
+
+
+class Consumer(Subscriber[T]):
+    """Handles each message on its own, up to ``concurrency`` at once."""
+
+    def __init__(
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        names: Names,
+        channel: Channel[T],
+        service: str,
+        handler: Handler[T],
+        *,
+        stop: asyncio.Event,
+        metrics: Metrics | None = None,
+        **options: Unpack[Options[T]],
+    ) -> None:
+        super().__init__(nc, js, names, channel, service, stop=stop, metrics=metrics, **options)
+        self.handler = handler
+
+    async def _start(self, msgs: list[Msg]) -> None:
+        for msg in msgs:
+            await self._track(self._process(msg), 1, f"{self.durable}-msg")
+
+    async def _process(self, msg: Msg) -> None:
+        d = await self._decode(msg)
+        if d is not None:
+            await self._settle(d, functools.partial(self.handler, d))
+
+
+class BatchConsumer(Subscriber[T]):
+    """Handles each pulled batch in one call and acks it as a whole (the refresher's one
+    transaction per batch). A batch whose handler raises is handled again one message at a
+    time, each as a batch of one under the single message's fate, so only the culprit is
+    retried or dead-lettered: the one place that rule lives."""
+
+    def __init__(
+        self,
+        nc: Client,
+        js: JetStreamContext,
+        names: Names,
+        channel: Channel[T],
+        service: str,
+        handler: BatchHandler[T],
+        *,
+        stop: asyncio.Event,
+        metrics: Metrics | None = None,
+        **options: Unpack[Options[T]],
+    ) -> None:
+        super().__init__(nc, js, names, channel, service, stop=stop, metrics=metrics, **options)
+        self.handler = handler
+
+    async def _start(self, msgs: list[Msg]) -> None:
+        await self._track(self._process(msgs), len(msgs), f"{self.durable}-batch")
+
+    async def _process(self, msgs: list[Msg]) -> None:
+        deliveries = [d for d in [await self._decode(msg) for msg in msgs] if d is not None]
+        if not deliveries:
+            return
+        spans = [start_consumer_span(d.msg.subject, d.msg.headers) for d in deliveries]
+        try:
+            await self.handler(deliveries)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one by one: only the culprit fails
+            log.warning(
+                "batch failed, handling its messages one by one: %s",
+                exc,
+                extra={"action": "batch_fallback", "consumer": self.durable},
+            )
+            for d in deliveries:
+                await self._settle(d, functools.partial(self.handler, [d]))
+            return
+        finally:
+            for span in spans:
+                span.end()
+        for d in deliveries:
+            await self._ack(d.msg)
+        self.metrics.handled.add(len(deliveries), self.labels)

@@ -1,19 +1,23 @@
-"""Metrics in one place: the instruments trawl records, and ``/metrics`` for Prometheus.
+"""Counts and metrics in one place: the counters every service keeps, which feed both the
+service API's stats (``$SRV.STATS``, the admin API's ``/api/workers``) and ``/metrics`` for
+Prometheus.
 
-``Metrics`` holds every synchronous instrument (fetch outcomes, latency, bytes; dispatch and
-retries). A service gets it as ``rt.metrics`` and records through it. With metrics off
-(``TRAWL_METRICS_LISTEN`` empty, the default) it is built on OpenTelemetry's no-op meter and its
-helpers return at once, so recording costs one attribute check.
+``Metrics`` is a service's registry. A ``Counter`` is a plain in-process count per label set:
+handlers add to it, the stats endpoint reads the totals of the counters a service shows
+(``Metrics.show``, or ``stat=`` when the counter is made), and ``/metrics`` reads every counter
+through an observable OpenTelemetry instrument. So a count is kept once, whoever reads it. The
+histograms (latency, lag) are OpenTelemetry instruments; with metrics off
+(``TRAWL_METRICS_LISTEN`` empty, the default) they are no-ops, and counting costs a dict update.
 
 ``MetricsEndpoint`` is the "on" side: an SDK ``MeterProvider`` (never installed globally) with an
-``InMemoryMetricReader``, observable instruments that read the service's ``Consumer`` counters
-and its JetStream queues, and a small aiohttp server rendering the Prometheus text format
-(0.0.4). We render it ourselves instead of using ``opentelemetry-exporter-prometheus``: that
-exporter collects in ``prometheus_client``'s HTTP thread, where the asyncio-only NATS client
-cannot be awaited, and it adds two dependencies and a second HTTP stack. Here a scrape runs in
-the service's event loop: it first refreshes the queue figures (one ``stream_info`` per input
-stream, one ``consumer_info`` per durable and one for the DLQ, concurrently, with a deadline),
-then collects, so queue gauges are computed at scrape time and cost nothing between scrapes.
+``InMemoryMetricReader``, observable instruments for the counters and the service's JetStream
+queues, and a small aiohttp server rendering the Prometheus text format (0.0.4). We render it
+ourselves instead of using ``opentelemetry-exporter-prometheus``: that exporter collects in
+``prometheus_client``'s HTTP thread, where the asyncio-only NATS client cannot be awaited, and it
+adds two dependencies and a second HTTP stack. Here a scrape runs in the service's event loop:
+it first refreshes the queue figures (one ``stream_info`` per input stream, one
+``consumer_info`` per durable and one for the DLQ, concurrently, with a deadline), then
+collects, so queue gauges are computed at scrape time and cost nothing between scrapes.
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ import asyncio
 import logging
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from aiohttp import web
 from nats.js import JetStreamContext
@@ -44,16 +48,72 @@ FETCH_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0)
 # Seconds from "may go now" to dispatched: sub-second when healthy, minutes when overloaded.
 LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0)
 
+# A counter's label set, as ((name, value), ...) in a fixed order.
+Labels = tuple[tuple[str, str | bool], ...]
+# Label sets one counter keeps; the rest are folded into one, as the OpenTelemetry SDK folds
+# its instruments' (same limit, same label), so a counter by domain cannot grow without bound.
+MAX_LABEL_SETS = 2000
+OVERFLOW: Labels = (("otel.metric.overflow", True),)
+
+
+class Counter:
+    """A monotonic count of this service instance, one value per label set."""
+
+    __slots__ = ("description", "name", "unit", "values")
+
+    def __init__(self, name: str, description: str, *, unit: str) -> None:
+        self.name = name  # OpenTelemetry style: ``trawl.fetch.results`` → trawl_fetch_results_total
+        self.description = description
+        self.unit = unit  # an annotation such as ``{message}``, or a unit (``By``)
+        self.values: dict[Labels, int] = {}
+
+    def add(self, amount: int = 1, labels: Labels = ()) -> None:
+        values = self.values
+        if labels not in values and len(values) >= MAX_LABEL_SETS:
+            labels = OVERFLOW
+        values[labels] = values.get(labels, 0) + amount
+
+    def get(self, labels: Labels = ()) -> int:
+        return self.values.get(labels, 0)
+
+    @property
+    def total(self) -> int:
+        return sum(self.values.values())
+
+    def observe(self, _options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(value, dict(labels)) for labels, value in list(self.values.items())]
+
 
 class Metrics:
-    """Every synchronous instrument; a service records through these helpers."""
+    """One service instance's counters and instruments; it records through these helpers."""
 
     def __init__(self, meter: Meter, *, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.fetch_results = meter.create_counter(
+        self.meter = meter
+        self.enabled = enabled  # histograms record only when on; counters always count
+        self.counters: dict[str, Counter] = {}
+        self._shown: dict[str, Counter] = {}
+        # Every service: its consumers, labelled by durable and stream.
+        self.handled = self.counter(
+            "trawl.messages.handled",
+            "Messages acknowledged after their handler succeeded, per consumer of this instance.",
+            unit="{message}",
+        )
+        self.errors = self.counter(
+            "trawl.messages.errors",
+            "Messages whose handler raised (retried or dead-lettered), per consumer of this "
+            "instance.",
+            unit="{message}",
+        )
+        self.dead_lettered = self.counter(
+            "trawl.messages.dead_lettered",
+            "Messages sent to the DLQ by this consumer, per consumer of this instance.",
+            unit="{message}",
+        )
+        # The fetcher.
+        self.fetch_results = self.counter(
             "trawl.fetch.results",
+            "Fetch results reported by the fetcher, by outcome and domain.",
             unit="{result}",
-            description="Fetch results reported by the fetcher, by outcome and domain.",
         )
         self.fetch_duration = meter.create_histogram(
             "trawl.fetch.duration",
@@ -61,15 +121,16 @@ class Metrics:
             description="Duration of the HTTP request of a fetch (redirects included), by outcome.",
             explicit_bucket_boundaries_advisory=FETCH_BUCKETS,
         )
-        self.fetch_bytes = meter.create_counter(
+        self.fetch_bytes = self.counter(
             "trawl.fetch.body",
+            "Body bytes received (after content decoding), by domain.",
             unit="By",
-            description="Body bytes received (after content decoding), by domain.",
         )
-        self.dispatched = meter.create_counter(
+        # The scheduler.
+        self.dispatched = self.counter(
             "trawl.dispatch.entries",
+            "Frontier entries released to the fetch queue.",
             unit="{entry}",
-            description="Frontier entries released to the fetch queue.",
         )
         self.dispatch_lag = meter.create_histogram(
             "trawl.dispatch.lag",
@@ -77,59 +138,83 @@ class Metrics:
             description="Seconds between an entry being allowed to go and its dispatch.",
             explicit_bucket_boundaries_advisory=LAG_BUCKETS,
         )
-        self.retries = meter.create_counter(
+        self.retries = self.counter(
             "trawl.fetch.retries",
+            "Fetches scheduled for a retry, by the outcome that caused it.",
             unit="{retry}",
-            description="Fetches scheduled for a retry, by the outcome that caused it.",
         )
-        self.failed = meter.create_counter(
+        self.failed = self.counter(
             "trawl.fetch.failed",
+            "Entries given up after their last retry, by the last outcome.",
             unit="{entry}",
-            description="Entries given up after their last retry, by the last outcome.",
         )
 
     @classmethod
     def disabled(cls) -> Metrics:
         return cls(NoOpMeter("trawl"), enabled=False)
 
+    # -- the registry ------------------------------------------------------------------------
+    def counter(
+        self, name: str, description: str, *, unit: str, stat: str | None = None
+    ) -> Counter:
+        """The counter ``name``, made (and exported) on first use; ``stat``: also show its total
+        in the service API's stats under that key."""
+        counter = self.counters.get(name)
+        if counter is None:
+            counter = self.counters[name] = Counter(name, description, unit=unit)
+            self.meter.create_observable_counter(
+                name, callbacks=[counter.observe], unit=unit, description=description
+            )
+        if stat is not None:
+            self.show(stat, counter)
+        return counter
+
+    def register(self, counter: Counter, *, stat: str | None = None) -> Counter:
+        """Export a counter made elsewhere (a module's own, such as the parser's extractor
+        failures), and show it under ``stat``."""
+        if self.counters.get(counter.name) is not counter:
+            self.counters[counter.name] = counter
+            self.meter.create_observable_counter(
+                counter.name,
+                callbacks=[counter.observe],
+                unit=counter.unit,
+                description=counter.description,
+            )
+        if stat is not None:
+            self.show(stat, counter)
+        return counter
+
+    def show(self, stat: str, counter: Counter) -> None:
+        """Show ``counter``'s total in the service API's stats under ``stat``."""
+        self._shown[stat] = counter
+
+    def stats(self) -> Mapping[str, int]:
+        """The service API's stats: the total of every counter the service shows."""
+        return {stat: counter.total for stat, counter in self._shown.items()}
+
     # -- fetcher -----------------------------------------------------------------------------
     def fetch_result(self, domain: str, outcome: str) -> None:
-        if self.enabled:
-            self.fetch_results.add(1, {"outcome": outcome, "domain": domain})
+        self.fetch_results.add(1, (("outcome", outcome), ("domain", domain)))
 
     def http_request(self, domain: str, outcome: str, seconds: float, size: int) -> None:
         if self.enabled:
             self.fetch_duration.record(seconds, {"outcome": outcome})
-            if size:
-                self.fetch_bytes.add(size, {"domain": domain})
+        if size:
+            self.fetch_bytes.add(size, (("domain", domain),))
 
     # -- scheduler ---------------------------------------------------------------------------
     def entries_dispatched(self, count: int, lags: Iterable[float] = ()) -> None:
+        self.dispatched.add(count)
         if self.enabled:
-            self.dispatched.add(count)
             for lag in lags:
                 self.dispatch_lag.record(max(0.0, lag))
 
     def fetch_applied(self, state: str, outcome: str) -> None:
         """An entry's new state after its fetch result: ``waiting`` = a retry is scheduled."""
-        if not self.enabled:
-            return
         if state == "waiting":
-            self.retries.add(1, {"outcome": outcome})
+            self.retries.add(1, (("outcome", outcome),))
         elif state == "failed":
-            self.failed.add(1, {"outcome": outcome})
-
-
-class Counted(Protocol):
-    """What the endpoint reads from a ``shared.consumer.Consumer``."""
-
-    durable: str
-    handled: int
-    errors: int
-    dead_lettered: int
-
-    @property
-    def spec(self) -> Any: ...
+            self.failed.add(1, (("outcome", outcome),))
 
 
 @dataclass
@@ -150,7 +235,6 @@ class MetricsEndpoint:
         instance: str,
         js: JetStreamContext,
         names: Names,
-        consumers: Sequence[Counted],
     ) -> None:
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -159,7 +243,6 @@ class MetricsEndpoint:
         self.service = service
         self.js = js
         self.names = names
-        self.consumers = consumers  # the Runtime's list: filled by the service's start()
         self.reader = InMemoryMetricReader()
         resource = Resource.create(
             {
@@ -179,17 +262,6 @@ class MetricsEndpoint:
 
     # -- observable instruments --------------------------------------------------------------
     def _observe(self, meter: Meter) -> None:
-        for attr, what in (
-            ("handled", "acknowledged after its handler succeeded"),
-            ("errors", "whose handler raised (retried or dead-lettered)"),
-            ("dead_lettered", "sent to the DLQ by this consumer"),
-        ):
-            meter.create_observable_counter(
-                f"trawl.messages.{attr}",
-                callbacks=[self._consumer_counter(attr)],
-                unit="{message}",
-                description=f"Messages {what}, per consumer of this instance.",
-            )
         meter.create_observable_gauge(
             "trawl.stream.messages",
             callbacks=[self._streams],
@@ -216,16 +288,7 @@ class MetricsEndpoint:
             description="Dead letters in the DLQ, by the stream they came from.",
         )
 
-    def _consumer_counter(self, attr: str):
-        def callback(_options: CallbackOptions) -> Iterable[Observation]:
-            return [
-                Observation(getattr(c, attr), {"consumer": c.durable, "stream": c.spec.stream_key})
-                for c in list(self.consumers)
-            ]
-
-        return callback
-
-    def _consumer_gauge(self, index: int):
+    def _consumer_gauge(self, index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
         def callback(_options: CallbackOptions) -> Iterable[Observation]:
             return [
                 Observation(values[index], {"consumer": durable, "stream": stream})

@@ -112,6 +112,15 @@ class Names:
     def micro_service(self, service: str) -> str:
         return f"{self.ns}-{service}"
 
+    def service_stats(self, service: str) -> str:
+        """The subject of a service's own stats endpoint (beside ``$SRV.STATS``)."""
+        return f"{self.ns}.svc.{service}.stats"
+
+    @staticmethod
+    def service_api(verb: str) -> str:
+        """The NATS service API subject every instance answers (``PING``, ``INFO``, ``STATS``)."""
+        return f"$SRV.{verb}"
+
     # -- queue group for the trigger request path ------------------------------------------
     @property
     def trigger_queue(self) -> str:

@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
 import nats.js.errors
 from nats.js import JetStreamContext
+from nats.js.object_store import ObjectStore
 
 from shared import names as n
 from shared.errors import TrawlError
@@ -53,7 +55,7 @@ class JetStreamPayloadStore:
     def __init__(self, js: JetStreamContext, names: Names) -> None:
         self.js = js
         self.names = names
-        self._objects = None
+        self._objects: ObjectStore | None = None
 
     async def put(self, body: bytes) -> StoredPayload:
         digest = hashlib.sha256(body).hexdigest()
@@ -86,13 +88,13 @@ class JetStreamPayloadStore:
             raise PayloadNotFound(f"payload {ref} not found") from exc
         return await _maybe_offload(gzip.decompress, packed)
 
-    async def _object_store(self):
+    async def _object_store(self) -> ObjectStore:
         if self._objects is None:
             self._objects = await self.js.object_store(self.names.large_payload_bucket)
         return self._objects
 
 
-async def _maybe_offload(fn, data: bytes) -> bytes:
+async def _maybe_offload(fn: Callable[[bytes], bytes], data: bytes) -> bytes:
     """Run big (de)compressions in a thread so one large page does not stall the loop."""
     if len(data) < 64 * 1024:
         return fn(data)

@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 import nats.js.errors
 from nats.js import JetStreamContext, api
 
 from shared import names as n
+from shared.channels import CHANNELS, Channel
 from shared.names import Names
 
 log = logging.getLogger("trawl.provision")
@@ -24,13 +26,11 @@ DAY = 86400.0
 
 @dataclass(frozen=True)
 class ConsumerSpec:
+    """One durable consumer as provisioning creates it, from the channel table."""
+
     service: str
     stream_key: str
     filter_subject: str
-    # How long a delivery may go unacked before JetStream hands it to another replica: the
-    # time a killed replica's messages wait. Short where handlers are short; long where one
-    # may legitimately run long (a trigger admitting a large catalog, a completion waiting for
-    # its last products). The fetcher's long fetches send in_progress() (its HEARTBEAT).
     ack_wait: float = 30.0
     max_ack_pending: int = 2000
 
@@ -106,15 +106,24 @@ def stream_configs(names: Names) -> list[api.StreamConfig]:
 
 
 def consumer_specs(names: Names) -> list[ConsumerSpec]:
+    """Every durable consumer of the namespace: the channel table's (``shared.channels``)."""
     return [
-        ConsumerSpec("scheduler", n.TRIGGER, names.trigger, ack_wait=60.0),
-        ConsumerSpec("scheduler", n.FETCHED, names.fetched),
-        ConsumerSpec("scheduler", n.PARSED, names.parsed),
-        ConsumerSpec("fetcher", n.FETCH, names.fetch, ack_wait=60.0, max_ack_pending=4096),
-        ConsumerSpec("parser", n.FETCHED, names.fetched),
-        ConsumerSpec("refresher", n.PARSED, names.parsed),
-        ConsumerSpec("refresher", n.EVENTS, names.job_completed_any, ack_wait=60.0),
+        consumer_spec(names, channel, durable.service)
+        for channel in CHANNELS
+        for durable in channel.durables
     ]
+
+
+def consumer_spec(names: Names, channel: Channel[Any], service: str) -> ConsumerSpec:
+    """``service``'s durable consumer of ``channel``."""
+    durable = channel.durable(service)
+    return ConsumerSpec(
+        service,
+        channel.stream,
+        channel.filter_subject(names, durable),
+        ack_wait=durable.ack_wait,
+        max_ack_pending=durable.max_ack_pending,
+    )
 
 
 def consumer_config(names: Names, spec: ConsumerSpec, max_deliver: int) -> api.ConsumerConfig:
@@ -148,6 +157,7 @@ async def provision(js: JetStreamContext, names: Names, *, max_deliver: int = 5)
 
 
 async def _ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
+    assert config.name is not None  # stream_configs names every stream
     try:
         await js.stream_info(config.name)
     except nats.js.errors.NotFoundError:
@@ -167,6 +177,7 @@ async def _ensure_kv(js: JetStreamContext, bucket: str, *, ttl: float) -> None:
 async def teardown(js: JetStreamContext, names: Names) -> None:
     """Delete everything of a namespace (tests)."""
     for config in stream_configs(names):
+        assert config.name is not None  # stream_configs names every stream
         with contextlib.suppress(nats.js.errors.NotFoundError):
             await js.delete_stream(config.name)
     for bucket in (names.robots_bucket, names.sources_bucket, names.proxies_bucket):

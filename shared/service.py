@@ -1,8 +1,10 @@
 """One lifecycle for every service: settings → logs/traces → NATS (+ provisioning) → Postgres →
 the service's tasks → graceful drain on SIGTERM/SIGINT.
 
-A service module provides ``async def start(rt: Runtime) -> list[Coroutine]``; each coroutine
-becomes a named task. If any task dies, the service logs it and stops instead of limping on.
+A service module provides ``async def start(rt) -> list[Coroutine]``, taking a ``Runtime`` (no
+database: fetcher, parser) or a ``DbRuntime`` (scheduler, refresher, the admin API); each
+coroutine becomes a named task. If any task dies, the service logs it and stops instead of
+limping on.
 """
 
 from __future__ import annotations
@@ -12,24 +14,29 @@ import contextlib
 import logging
 import signal
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from dataclasses import KW_ONLY, dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, TypeVar, Unpack, overload
 
 import asyncpg
 import msgspec
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.micro import add_service
+from nats.micro.service import Request
 
+from schemas.messages import Message
 from shared.bus import connect
-from shared.consumer import Consumer, Handler
+from shared.channels import Channel
+from shared.consumer import BatchConsumer, BatchHandler, Consumer, Handler, Options
 from shared.db import open_pool
 from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
 from shared.names import Names
 from shared.periodic import Leadership, Tick, every, named
-from shared.provision import consumer_specs, provision
+from shared.provision import provision
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, shutdown_tracing
 
@@ -37,27 +44,82 @@ log = logging.getLogger("trawl.service")
 
 VERSION = "0.1.0"
 
-T = TypeVar("T", bound=msgspec.Struct)
+T = TypeVar("T", bound=Message)
 
 
 @dataclass
 class Runtime:
-    """What a service's tasks share: clients and the stop signal."""
+    """What a service's tasks share: clients, counters and the stop signal. A service with a
+    database gets a ``DbRuntime``, whose pool is never ``None``."""
 
     service: str
     settings: Settings
     names: Names
     nc: Client
     js: JetStreamContext
-    pool: asyncpg.Pool | None
     stop: asyncio.Event
-    stats: dict[str, Any] = field(default_factory=dict)
+    _: KW_ONLY
     started_at: float = field(default_factory=time.time)
-    # Instruments to record through (no-ops unless TRAWL_METRICS_LISTEN is set), and the
-    # service's ``Consumer`` objects, whose counters ``/metrics`` reports: start() appends them.
+    # The service's counters (its stats and /metrics) and instruments (histograms are no-ops
+    # unless TRAWL_METRICS_LISTEN is set).
     metrics: Metrics = field(default_factory=Metrics.disabled)
-    consumers: list[Any] = field(default_factory=list)
-    _leadership: Leadership | None = field(default=None, repr=False)
+
+    @property
+    def stats(self) -> Mapping[str, int]:
+        """The counts this instance shows on the service API (``/api/workers``), read-only:
+        a service counts through its ``rt.metrics`` counters."""
+        return MappingProxyType(self.metrics.stats())
+
+    def every(self, interval: float, tick: Tick) -> Coroutine[Any, Any, None]:
+        """A task for ``start()`` to return: ``tick`` now and every ``interval`` seconds, on
+        every replica."""
+        name = getattr(tick, "__name__", "tick")
+        return named(every(interval, tick, self.stop, name=name), f"every:{name}")
+
+    def consumer(
+        self, channel: Channel[T], handler: Handler[T], **options: Unpack[Options[T]]
+    ) -> Consumer[T]:
+        """This service's consumer of ``channel`` (its durable in the channel table): one
+        handler call per message, bodies decoded as the channel's type."""
+        return Consumer(
+            self.nc,
+            self.js,
+            self.names,
+            channel,
+            self.service,
+            handler,
+            stop=self.stop,
+            metrics=self.metrics,
+            **self._options(options),
+        )
+
+    def batch_consumer(
+        self, channel: Channel[T], handler: BatchHandler[T], **options: Unpack[Options[T]]
+    ) -> BatchConsumer[T]:
+        """This service's consumer of ``channel``, one handler call per pulled batch."""
+        return BatchConsumer(
+            self.nc,
+            self.js,
+            self.names,
+            channel,
+            self.service,
+            handler,
+            stop=self.stop,
+            metrics=self.metrics,
+            **self._options(options),
+        )
+
+    def _options(self, options: Options[T]) -> Options[T]:
+        """The runtime's delivery limit, unless the service sets its own."""
+        return {"max_deliver": self.settings.max_deliver, **options}
+
+
+@dataclass(kw_only=True)
+class DbRuntime(Runtime):
+    """The runtime of a service with a database (scheduler, refresher, the admin API)."""
+
+    pool: asyncpg.Pool
+    _leadership: Leadership | None = field(default=None, init=False, repr=False)
 
     def every(
         self, interval: float, tick: Tick, *, cluster: bool = False
@@ -67,49 +129,25 @@ class Runtime:
         ``cluster=True``: the tick runs on one replica of the service at a time, the one
         holding its Postgres advisory lock (stale recovery, progress events: once per cluster,
         not once per replica)."""
+        if not cluster:
+            return super().every(interval, tick)
         name = getattr(tick, "__name__", "tick")
-        leadership = None
-        if cluster:
-            if self.pool is None:
-                raise RuntimeError(f"{name}: a cluster-wide task needs the database")
-            if self._leadership is None:
-                scope = f"trawl:{self.names.ns}:{self.service}"
-                self._leadership = Leadership(self.pool, scope)
-            leadership = self._leadership
-        task = every(interval, tick, self.stop, name=name, leadership=leadership)
+        if self._leadership is None:
+            scope = f"trawl:{self.names.ns}:{self.service}"
+            self._leadership = Leadership(self.pool, scope)
+        task = every(interval, tick, self.stop, name=name, leadership=self._leadership)
         return named(task, f"every:{name}")
 
-    def consumer(
-        self, stream_key: str, body_type: type[T], handler: Handler[T], **options: Any
-    ) -> Consumer[T]:
-        """This service's consumer of one stream (its durable from ``consumer_specs``), with the
-        runtime's stop signal and delivery limit, registered for ``/metrics``. ``options`` go to
-        ``Consumer`` (concurrency, batch, span_attrs, batch_handler)."""
-        spec = next(
-            s
-            for s in consumer_specs(self.names)
-            if s.service == self.service and s.stream_key == stream_key
-        )
-        consumer = Consumer(
-            self.js,
-            self.names,
-            spec,
-            body_type,
-            handler,
-            stop=self.stop,
-            max_deliver=self.settings.max_deliver,
-            **options,
-        )
-        self.consumers.append(consumer)
-        return consumer
 
-
-StartFn = Callable[[Runtime], Awaitable[list[Coroutine[Any, Any, None]]]]
+R = TypeVar("R", bound=Runtime)
+StartFn = Callable[[R], Awaitable[list[Coroutine[Any, Any, None]]]]
 
 
 async def serve(
-    service: str, start: StartFn, *, needs_db: bool, settings: Settings | None = None
+    service: str, start: StartFn[Any], *, needs_db: bool, settings: Settings | None = None
 ) -> None:
+    """Run a service until SIGTERM/SIGINT; ``main`` types the pairing of ``start`` and
+    ``needs_db`` (a start that needs the pool gets a ``DbRuntime``)."""
     settings = settings or Settings.from_env()
     setup_logging(service, settings.log_level, settings.log_format)
     setup_tracing(f"trawl-{service}")
@@ -124,20 +162,22 @@ async def serve(
         js = nc.jetstream(timeout=10)
         names = Names(settings.namespace)
         await provision(js, names, max_deliver=settings.max_deliver)
-        pool = None
+        metrics, metrics_url = Metrics.disabled(), None
+        if settings.metrics_listen:
+            endpoint = MetricsEndpoint(service, settings.instance, js, names)
+            metrics = endpoint.metrics
+            metrics_url = await endpoint.start(settings.metrics_listen)
+            stack.push_async_callback(endpoint.close)
+        rt: Runtime
         if needs_db:
             pool = await open_pool(settings.database_url)
             stack.push_async_callback(pool.close)
-        rt = Runtime(service, settings, names, nc, js, pool, stop)
-        metrics_url = None
-        if settings.metrics_listen:
-            endpoint = MetricsEndpoint(service, settings.instance, js, names, rt.consumers)
-            rt.metrics = endpoint.metrics
-            metrics_url = await endpoint.start(settings.metrics_listen)
-            stack.push_async_callback(endpoint.close)
+            rt = DbRuntime(service, settings, names, nc, js, stop, metrics=metrics, pool=pool)
+        else:
+            rt = Runtime(service, settings, names, nc, js, stop, metrics=metrics)
         await _register_micro(rt, stack, metrics_url)
         coros = await start(rt)
-        tasks = [asyncio.create_task(c, name=f"{service}:{c.__qualname__}") for c in coros]
+        tasks = [asyncio.create_task(c, name=f"{service}:{_name(c)}") for c in coros]
         log.info(
             "service started",
             extra={
@@ -165,6 +205,11 @@ async def serve(
     shutdown_tracing()
 
 
+def _name(coro: Coroutine[Any, Any, None]) -> str:
+    # Coroutine objects have a __qualname__ (``named`` sets it), typeshed's Coroutine does not.
+    return str(getattr(coro, "__qualname__", coro))
+
+
 async def _drain(nc: Client) -> None:
     with contextlib.suppress(Exception):
         await asyncio.wait_for(nc.drain(), 10)
@@ -173,12 +218,9 @@ async def _drain(nc: Client) -> None:
 async def _register_micro(rt: Runtime, stack: AsyncExitStack, metrics_url: str | None) -> None:
     """Announce this instance on the NATS service API so operators can list live workers
     (and find each one's ``/metrics``, whose port may have been picked at random)."""
-    from nats.micro import add_service
 
-    async def stats_handler(req: Any) -> None:
-        import msgspec
-
-        await req.respond(msgspec.json.encode(rt.stats))
+    async def stats_handler(req: Request) -> None:
+        await req.respond(msgspec.json.encode(dict(rt.stats)))
 
     svc = await add_service(
         rt.nc,
@@ -194,12 +236,20 @@ async def _register_micro(rt: Runtime, stack: AsyncExitStack, metrics_url: str |
         stats_handler=lambda _endpoint: dict(rt.stats),
     )
     await svc.add_endpoint(
-        name="stats", subject=f"{rt.names.ns}.svc.{rt.service}.stats", handler=stats_handler
+        name="stats", subject=rt.names.service_stats(rt.service), handler=stats_handler
     )
     stack.push_async_callback(svc.stop)
 
 
-def main(service: str, start: StartFn, *, needs_db: bool) -> None:
+@overload
+def main(service: str, start: StartFn[Runtime], *, needs_db: Literal[False]) -> None: ...
+
+
+@overload
+def main(service: str, start: StartFn[DbRuntime], *, needs_db: Literal[True]) -> None: ...
+
+
+def main(service: str, start: StartFn[Any], *, needs_db: bool) -> None:
     with contextlib.suppress(KeyboardInterrupt):
         run(serve(service, start, needs_db=needs_db))
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import json
-import json.decoder
-import json.scanner
 import math
 import re
 import types
@@ -25,8 +23,8 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
-import jmespath
-import jmespath.exceptions
+import jmespath  # type: ignore[import-untyped]  # jmespath has no type hints and no stubs package
+import jmespath.exceptions  # type: ignore[import-untyped]  # (the same)
 import msgspec
 import yaml
 
@@ -150,7 +148,7 @@ class _Loader(yaml.SafeLoader):
             chunks.append(self.prefix(length))
             self.forward(length)
             end_mark = self.get_mark()
-            spaces = self.scan_plain_spaces(indent, start_mark)
+            spaces = self.scan_plain_spaces(indent, start_mark) or []
             if not spaces or self.peek() == "#" or (not self.flow_level and self.column < indent):
                 break
         return yaml.ScalarToken("".join(chunks), True, start_mark, end_mark)
@@ -227,32 +225,37 @@ def _parse_json(text: str, filename: str) -> tuple[Any, _Pos | None]:
 def _json_positions(text: str) -> _Pos:
     """Walk text that ``json.loads`` accepted, noting the line of every key and value."""
     newlines = [i for i, ch in enumerate(text) if ch == "\n"]
-    scan = json.scanner.make_scanner(json.JSONDecoder())
+    scalar = json.JSONDecoder().raw_decode  # a scalar or a key at i → (value, its end)
 
     def line(i: int) -> int:
         return bisect_left(newlines, i) + 1
 
+    def skip(i: int) -> int:
+        """Past the whitespace at ``i``."""
+        match = _WS.match(text, i)  # ``*``: it always matches
+        return match.end() if match else i
+
     def value(i: int) -> tuple[_Pos, int]:
-        i = _WS.match(text, i).end()
+        i = skip(i)
         pos = _Pos(line(i))
         if text[i] not in "{[":
-            return pos, scan(text, i)[1]
+            return pos, scalar(text, i)[1]
         close = "}" if text[i] == "{" else "]"
-        i = _WS.match(text, i + 1).end()
+        i = skip(i + 1)
         if text[i] == close:
             return pos, i + 1
         while True:
             if close == "}":
-                i = _WS.match(text, i).end()
+                i = skip(i)
                 key_line = line(i)
-                key, i = json.decoder.scanstring(text, i + 1)
-                i = _WS.match(text, i).end() + 1  # past ':'
+                key, i = scalar(text, i)
+                i = skip(i) + 1  # past ':'
                 child, i = value(i)
                 pos.keys[key] = (key_line, child)  # the last duplicate wins, as in json.loads
             else:
                 child, i = value(i)
                 pos.items.append(child)
-            i = _WS.match(text, i).end()
+            i = skip(i)
             if text[i] == close:
                 return pos, i + 1
             i += 1  # past ','
@@ -334,7 +337,7 @@ def _with_preset(data: dict) -> dict:
     preset = api.get("preset") if isinstance(api, dict) else None
     if not isinstance(preset, str) or preset not in API_PRESETS:
         return data  # a wrong type is reported by the validation that follows
-    return {**data, "api": _merge(API_PRESETS[api["preset"]], api)}
+    return {**data, "api": _merge(API_PRESETS[preset], api)}
 
 
 def _merge(base: Any, over: Any) -> Any:

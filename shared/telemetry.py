@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.util.types import AttributeValue
 
 _provider_set = False
 
@@ -73,7 +74,7 @@ def current_traceparent() -> str | None:
 
 @contextmanager
 def producer_span(
-    subject: str, traceparent: str | None, *, as_parent: bool, **attrs: object
+    subject: str, traceparent: str | None, *, as_parent: bool, **attrs: AttributeValue | None
 ) -> Iterator[dict[str, str]]:
     """A publish span for stored work; yields the headers that carry it.
 
@@ -86,14 +87,17 @@ def producer_span(
         linked = trace.get_current_span(stored).get_span_context()
         if linked.is_valid:
             links.append(trace.Link(linked))
-    attributes = {"messaging.system": "nats", "messaging.destination.name": subject}
+    attributes: dict[str, AttributeValue] = {
+        "messaging.system": "nats",
+        "messaging.destination.name": subject,
+    }
     attributes.update({k: v for k, v in attrs.items() if v is not None})
     with tracer().start_as_current_span(
         f"{subject} publish",
         context=context,
         kind=SpanKind.PRODUCER,
         links=links,
-        attributes=attributes,  # type: ignore[arg-type]
+        attributes=attributes,
     ):
         yield inject()
 
@@ -115,17 +119,22 @@ def start_consumer_span(subject: str, headers: dict[str, str] | None) -> Span:
 
 
 @contextmanager
-def consumer_span(subject: str, headers: dict[str, str] | None, **attrs: object) -> Iterator[Span]:
+def consumer_span(
+    subject: str, headers: dict[str, str] | None, **attrs: AttributeValue | None
+) -> Iterator[Span]:
     """The span of one handled message, child of the publisher's context."""
     if not _provider_set:  # no exporter: skip context extraction and span bookkeeping
         yield trace.INVALID_SPAN
         return
-    attributes = {"messaging.system": "nats", "messaging.destination.name": subject}
+    attributes: dict[str, AttributeValue] = {
+        "messaging.system": "nats",
+        "messaging.destination.name": subject,
+    }
     attributes.update({k: v for k, v in attrs.items() if v is not None})
     with tracer().start_as_current_span(
         f"{subject} process",
         context=extract(headers),
         kind=SpanKind.CONSUMER,
-        attributes=attributes,  # type: ignore[arg-type]
+        attributes=attributes,
     ) as span:
         yield span

@@ -70,9 +70,10 @@ def _canonicalize(url: str, base: str | None) -> str | None:
             return None
     elif base:
         origin = _origin(base) if url.startswith("/") and not url.startswith("//") else None
-        url = origin + url if origin else _join(base, url)
-        if url is None:
+        joined = origin + url if origin else _join(base, url)
+        if joined is None:
             return None
+        url = joined
     else:
         return None
     try:

@@ -10,10 +10,10 @@ from collections.abc import Coroutine
 from typing import Any
 
 from control.api import serve_api
-from shared.service import Runtime, main
+from shared.service import DbRuntime, main
 
 
-async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
     return [serve_api(rt)]
 
 

@@ -12,11 +12,11 @@ import msgspec
 from aiohttp import web
 
 from control.api.problems import Problem
-from shared.service import Runtime
+from shared.service import DbRuntime
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-RT_KEY = web.AppKey("rt", Runtime)
+RT_KEY = web.AppKey("rt", DbRuntime)
 BIGINT_MAX = 2**63 - 1
 
 
@@ -73,7 +73,7 @@ PAGING = (LIMIT, OFFSET)
 
 
 # -- request helpers ---------------------------------------------------------------------------
-def rt_of(request: web.Request) -> Runtime:
+def rt_of(request: web.Request) -> DbRuntime:
     return request.app[RT_KEY]
 
 

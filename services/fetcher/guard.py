@@ -39,7 +39,7 @@ import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
-from shared.errors import SourceError
+from shared.errors import SourceError, TrawlError
 
 if TYPE_CHECKING:
     from types import SimpleNamespace
@@ -112,16 +112,16 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 _NUMERIC_V4 = re.compile(r"[0-9a-fA-FxX.]+")
 
 
-class UnsafeURL(OSError):
+class UnsafeURL(TrawlError, OSError):
     """The target is not a safe place to fetch from.
 
-    An ``OSError`` so that aiohttp's connector carries it out of the resolver unchanged (see the
-    module docstring); ``errno`` is ``EACCES`` and ``reason`` says why, e.g. "127.0.0.3 is
-    loopback".
+    Also an ``OSError`` so that aiohttp's connector carries it out of the resolver unchanged
+    (see the module docstring); ``errno`` is ``EACCES`` and ``reason`` says why, e.g. "127.0.0.3
+    is loopback".
     """
 
     def __init__(self, reason: str) -> None:
-        super().__init__(errno.EACCES, reason)
+        OSError.__init__(self, errno.EACCES, reason)  # errno and strerror, as OSError sets them
         self.reason = reason
 
     def __str__(self) -> str:

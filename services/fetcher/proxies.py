@@ -31,6 +31,7 @@ from nats.js.kv import KeyValue
 from yarl import URL
 
 from schemas.records import ACTIVE_KEY, ActiveProxies, ProxyEntry, decode_active
+from shared.errors import TrawlError
 
 log = logging.getLogger("trawl.fetcher.proxies")
 
@@ -158,8 +159,8 @@ class ProxyPool:
                         await watcher.stop()
 
 
-class _Stopped(Exception):
-    pass
+class _Stopped(TrawlError):
+    """The service is stopping."""
 
 
 async def _until_stop(aw: Awaitable[T], stop: asyncio.Event) -> T:

@@ -30,7 +30,6 @@ import asyncio
 import logging
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -41,6 +40,8 @@ import nats.errors
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
 from protego import Protego
 from yarl import URL
+
+from shared.lru import LRU
 
 if TYPE_CHECKING:
     from nats.js.kv import KeyValue
@@ -144,9 +145,8 @@ class RobotsCache:
         self._error_ttl = error_ttl
         self._lease_wait = lease_wait
         self._recheck = recheck
-        self._max_parsed = max_parsed
         self._clock = clock
-        self._parsed: OrderedDict[str, _Policy] = OrderedDict()
+        self._parsed: LRU[str, _Policy] = LRU(max_parsed)
         self._loading: dict[str, asyncio.Task[_Policy]] = {}
 
     async def check(self, url: str, user_agent: str | None = None) -> RobotsVerdict:
@@ -167,7 +167,6 @@ class RobotsCache:
             and now < policy.expires_at
             and now < policy.checked_at + self._recheck
         ):
-            self._parsed.move_to_end(key)
             return policy
         # One load per origin per process; the shield keeps one caller's cancellation from
         # cancelling the load the others are waiting for.
@@ -182,10 +181,7 @@ class RobotsCache:
         self._loading.pop(key, None)
         if task.cancelled() or task.exception() is not None:
             return
-        self._parsed[key] = task.result()
-        self._parsed.move_to_end(key)
-        while len(self._parsed) > self._max_parsed:
-            self._parsed.popitem(last=False)
+        self._parsed.put(key, task.result())
 
     # -- the shared layer -------------------------------------------------------------------
     async def _load(self, url: URL, key: str, known: _Policy | None) -> _Policy:

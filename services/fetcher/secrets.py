@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from shared.errors import TrawlError
+
 PREFIX = "TRAWL_SECRET_"
 _REF = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 
 
-class MissingSecret(LookupError):
+class MissingSecret(TrawlError, LookupError):
     """A header references a secret this fetcher does not have."""
 
 

@@ -22,9 +22,11 @@ from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.robots import RobotsCache
 from services.fetcher.secrets import MissingSecret
 from services.fetcher.secrets import expand as expand_secrets
-from shared import names as n
-from shared.bus import publish
+from shared.bus import send
+from shared.channels import FETCH_RESULTS, FETCH_WORK
 from shared.consumer import Delivery
+from shared.errors import TrawlError
+from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore
 from shared.service import Runtime
 
@@ -38,8 +40,51 @@ PROXY_READY_WAIT = 5.0  # how long a proxied fetch waits for the first proxy lis
 _PROXY_REFUSALS = frozenset({403, 407, 429, 502, 504})
 
 
-class NoProxy(Exception):
+class NoProxy(TrawlError):
     """The source requires a proxy and none is healthy."""
+
+
+class Counts:
+    """The fetcher's own counters: shown in its stats (the keys) and served on /metrics."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        count = metrics.counter
+        self.requests = count(
+            "trawl.fetcher.requests",
+            "Requests made for work (robots.txt excluded), whatever their outcome.",
+            unit="{request}",
+            stat="fetched",
+        )
+        self.stored = count(
+            "trawl.fetcher.stored",
+            "Body bytes stored as payloads (before compression).",
+            unit="By",
+            stat="bytes",
+        )
+        self.expired = count(
+            "trawl.fetcher.expired",
+            "Work dropped because its deadline passed before it could be fetched.",
+            unit="{work}",
+            stat="expired",
+        )
+        self.joined = count(
+            "trawl.fetcher.joined",
+            "Redeliveries that joined the fetch of their attempt still running here.",
+            unit="{delivery}",
+            stat="joined",
+        )
+        self.proxied = count(
+            "trawl.fetcher.proxied",
+            "Requests made through a proxy.",
+            unit="{request}",
+            stat="proxied",
+        )
+        self.no_proxy = count(
+            "trawl.fetcher.no_proxy",
+            "Work not fetched: its source requires a proxy and none was healthy.",
+            unit="{work}",
+            stat="no_proxy",
+        )
 
 
 class Fetcher:
@@ -54,11 +99,8 @@ class Fetcher:
         self._robots: dict[tuple[str, ...], RobotsCache] = {}
         self._deliveries: dict[int, tuple[Delivery[FetchWork], float]] = {}
         self._tokens = itertools.count()
-        self.stats = rt.stats
         self.metrics = rt.metrics
-        self.stats.update(
-            {"fetched": 0, "expired": 0, "bytes": 0, "joined": 0, "proxied": 0, "no_proxy": 0}
-        )
+        self.counts = Counts(rt.metrics)
 
     # -- clients per SSRF policy -------------------------------------------------------------
     def _policy_key(self, policy: FetchPolicy) -> tuple[str, ...]:
@@ -156,9 +198,9 @@ class Fetcher:
         finally:
             del self._deliveries[token]
         if joined:
-            self.stats["joined"] += 1
-        await publish(
-            self.rt.js, self.rt.names.fetched, result, msg_id=f"fetched-{work.attempt_id}"
+            self.counts.joined.add()
+        await send(
+            self.rt.js, self.rt.names, FETCH_RESULTS, result, msg_id=f"fetched-{work.attempt_id}"
         )
 
     async def heartbeat(self) -> None:
@@ -191,7 +233,7 @@ class Fetcher:
         if work.deadline is None or time.time() <= work.deadline:
             return False
         # Dropped explicitly: counted, logged and reported (the scheduler re-queues it).
-        self.stats["expired"] += 1
+        self.counts.expired.add()
         log.warning(
             "work expired",
             extra={
@@ -216,7 +258,7 @@ class Fetcher:
         proxy = await self._proxy_for(work)
         if proxy is None and policy.proxies == "required":
             # Never a direct request for such a source; retried later (a retryable outcome).
-            self.stats["no_proxy"] += 1
+            self.counts.no_proxy.add()
             return self._result(
                 work,
                 Response("no_proxy", work.url, error="source requires a proxy; none is healthy"),
@@ -277,7 +319,7 @@ class Fetcher:
             body=body,
         )
         if proxy is not None:
-            self.stats["proxied"] += 1
+            self.counts.proxied.add()
             resp.error = proxy.redact(resp.error)
         self.metrics.http_request(
             work.domain, resp.outcome, resp.elapsed_ms / 1000, len(resp.body or b"")
@@ -287,8 +329,8 @@ class Fetcher:
         if resp.outcome == "ok" and resp.body is not None:
             stored = await self.store.put(resp.body)
             payload_ref, size = stored.ref, stored.size
-            self.stats["bytes"] += size
-        self.stats["fetched"] += 1
+            self.counts.stored.add(size)
+        self.counts.requests.add()
         log.info(
             "fetched",
             extra={
@@ -392,8 +434,7 @@ async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     proxies = await ProxyPool.open(rt.js, rt.names.proxies_bucket)
     fetcher = Fetcher(rt, proxies)
     consumer = rt.consumer(
-        n.FETCH,
-        FetchWork,
+        FETCH_WORK,
         fetcher.on_work,
         concurrency=rt.settings.concurrency * 4,
         batch=256,

@@ -27,6 +27,7 @@ from schemas.source import Api, ApiMapping
 from services.parser.availability import best_availability, normalize_availability
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from shared.api_template import next_request
+from shared.errors import TrawlError
 from shared.urls import canonicalize
 
 MAX_ITEMS = 10_000  # items read from one page; more is a broken or hostile response
@@ -40,7 +41,7 @@ class ApiPage(msgspec.Struct, frozen=True, kw_only=True):
     error: str | None = None  # a pagination guard stopped the listing, or the API said no
 
 
-class ApiError(ValueError):
+class ApiMappingError(TrawlError, ValueError):
     """The payload is not a JSON document the mapping can read."""
 
 
@@ -52,7 +53,7 @@ def decode_json(body: bytes) -> Any:
     try:  # a BOM, UTF-16, or numbers msgspec refuses: the slow, lenient path
         return json.loads(body.decode("utf-8-sig") if body[:3] == b"\xef\xbb\xbf" else body)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(f"not a JSON document: {exc}") from None
+        raise ApiMappingError(f"not a JSON document: {exc}") from None
 
 
 def looks_like_json(body: bytes, content_type: str | None) -> bool:
@@ -100,7 +101,9 @@ def items_of(data: Any, mapping: ApiMapping) -> list[Any]:
     if isinstance(found, dict):
         return [found]  # a listing of one, or a single-product endpoint
     if not isinstance(found, list):
-        raise ApiError(f"mapping.items {mapping.items!r} is not a list but {type(found).__name__}")
+        raise ApiMappingError(
+            f"mapping.items {mapping.items!r} is not a list but {type(found).__name__}"
+        )
     return found[:MAX_ITEMS]
 
 

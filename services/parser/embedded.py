@@ -9,7 +9,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from schemas.messages import Product
 from schemas.source import ApiMapping
-from services.parser.api_mapping import ApiError, decode_json, items_of, map_items
+from services.parser.api_mapping import ApiMappingError, decode_json, items_of, map_items
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +25,6 @@ def embedded_products(body: bytes, url: str, selector: str, mapping: ApiMapping)
         try:
             data = decode_json(text.encode())
             out.extend(map_items(items_of(data, mapping), mapping, url))
-        except ApiError as exc:
+        except ApiMappingError as exc:
             log.debug("embedded JSON skipped", extra={"url": url, "error": str(exc)})
     return out

@@ -26,10 +26,20 @@ from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, select_main
+from shared.metrics import Counter
 from shared.urls import canonicalize
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# Extraction steps that raised, by step: the page keeps what the other steps found. Module-level
+# because parse_page is a plain function (replay and the CLI call it too); the parser service
+# exports it (trawl_parser_extractor_errors_total, and extractor_errors in its stats).
+EXTRACTOR_ERRORS = Counter(
+    "trawl.parser.extractor_errors",
+    "Extraction steps that raised on a page (its other steps still count), by extractor.",
+    unit="{error}",
+)
 
 MAX_BODY = 20 * 1024 * 1024
 _NOT_HTML = ("image/", "audio/", "video/", "font/", "application/pdf", "application/zip")
@@ -67,15 +77,19 @@ def parse_page(
     body: bytes, url: str, *, content_type: str | None = None, source: Source | None = None
 ) -> PageParse:
     """Extract the page's main product and its classified links; never raises."""
-    decoded = _guard("decode", lambda: _tree(body, content_type))
+    decoded = _guard("decode", url, lambda: _tree(body, content_type))
     if decoded is None:
         return PageParse(product=None, links=[])
     tree, text = decoded
-    base = _guard("base", lambda: _base_url(tree, url)) or url
-    forest = _guard("jsonld", lambda: extract_jsonld(tree)) or Forest()
-    product = _guard("product", lambda: _product(tree, url, base, forest, source))
-    rules = _guard("rules", lambda: Rules.build(source, url))
-    links = _guard("links", lambda: _links(tree, text, url, base, rules, forest)) if rules else None
+    base = _guard("base", url, lambda: _base_url(tree, url)) or url
+    forest = _guard("jsonld", url, lambda: extract_jsonld(tree)) or Forest()
+    product = _guard("product", url, lambda: _product(tree, url, base, forest, source))
+    rules = _guard("rules", url, lambda: Rules.build(source, url))
+    links = (
+        _guard("links", url, lambda: _links(tree, text, url, base, rules, forest))
+        if rules
+        else None
+    )
     return PageParse(product=product, links=links or [])
 
 
@@ -85,12 +99,18 @@ def _links(
     return extract_links(tree, page_url=url, base_url=base, rules=rules, forest=forest, html=text)
 
 
-def _guard(step: str, fn: Callable[[], T]) -> T | None:
+def _guard(step: str, url: str, fn: Callable[[], T]) -> T | None:
     try:
         return fn()
-    except Exception:  # one broken extractor must not cost the page; logged for the fix
-        log.debug(
-            "parse step failed", exc_info=True, extra={"action": "parse_step_failed", "step": step}
+    except Exception as exc:  # one broken extractor must not cost the page; logged for the fix
+        EXTRACTOR_ERRORS.add(1, (("extractor", step),))
+        log.warning(
+            "extractor %s failed on %s: %r",
+            step,
+            url,
+            exc,
+            exc_info=True,
+            extra={"action": "extractor_failed", "extractor": step, "url": url, "error": repr(exc)},
         )
         return None
 
@@ -148,7 +168,7 @@ def _product(
     decided: int | None = None
     veto = False
     for extract in (lambda: forest, lambda: extract_microdata(tree), lambda: extract_rdfa(tree)):
-        found = _guard("structured", extract)
+        found = _guard("structured", url, extract)
         verdict = select_main(found, page_urls) if found is not None else None
         fields: Fields = {}
         if verdict is not None and verdict.kind == "product" and verdict.node is not None:
@@ -158,13 +178,13 @@ def _product(
         elif verdict is not None and verdict.kind == "veto" and decided is None:
             veto = True
         levels.append(fields)
-    meta = _guard("metatags", lambda: extract_metatags(tree))
+    meta = _guard("metatags", url, lambda: extract_metatags(tree))
     levels.append(og_fields(meta) if meta is not None and meta.is_product else {})
     if decided is None and not veto and levels[-1]:
         decided = len(levels) - 1
     # The visible layout only matters when nothing decided or the structured data lacks a price.
     needs_visible = decided is None or not any("price" in level for level in levels)
-    visible = (_guard("visible", lambda: _visible_fields(tree)) or {}) if needs_visible else {}
+    visible = (_guard("visible", url, lambda: _visible_fields(tree)) or {}) if needs_visible else {}
     levels.append(visible)
     if decided is None and not veto and visible:
         decided = len(levels) - 1

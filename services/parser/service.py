@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import Any
 
 import msgspec
 import nats.js.errors
+from nats.js.kv import KeyValue
 
 from schemas.messages import FetchResult, ParseResult
 from schemas.source import Source
 from services.parser.formats import parse_payload
-from shared import names as n
-from shared.bus import publish
+from services.parser.page import EXTRACTOR_ERRORS
+from shared.bus import send
+from shared.channels import FETCH_RESULTS, PARSE_RESULTS
 from shared.consumer import Delivery
 from shared.errors import Retry
+from shared.lru import LRU
+from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.service import Runtime
 from shared.sources import source_from_dict
@@ -32,9 +35,8 @@ class JobSourceCache:
 
     def __init__(self, rt: Runtime, size: int = 256) -> None:
         self.rt = rt
-        self._cache: OrderedDict[int, Source] = OrderedDict()
-        self._size = size
-        self._kv = None
+        self._cache: LRU[int, Source] = LRU(size)
+        self._kv: KeyValue | None = None
 
     async def get(self, job_id: int) -> Source:
         hit = self._cache.get(job_id)
@@ -47,10 +49,29 @@ class JobSourceCache:
         except nats.js.errors.KeyNotFoundError as exc:
             raise Retry(f"source of job {job_id} not published yet", delay=1.0) from exc
         source = source_from_dict(msgspec.json.decode(entry.value or b"{}"))
-        self._cache[job_id] = source
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+        self._cache.put(job_id, source)
         return source
+
+
+class Counts:
+    """The parser's own counters: shown in its stats (the keys) and served on /metrics."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        count = metrics.counter
+        self.pages = count("trawl.parser.pages", "Pages parsed.", unit="{page}", stat="parsed")
+        self.products = count(
+            "trawl.parser.products",
+            "Products found on parsed pages.",
+            unit="{product}",
+            stat="products",
+        )
+        self.errors = count(
+            "trawl.parser.errors",
+            "Pages that could not be parsed (payload missing, or the parser failed).",
+            unit="{page}",
+            stat="parse_errors",
+        )
+        self.extractor_errors = metrics.register(EXTRACTOR_ERRORS, stat="extractor_errors")
 
 
 class Parser:
@@ -58,7 +79,7 @@ class Parser:
         self.rt = rt
         self.store = JetStreamPayloadStore(rt.js, rt.names)
         self.sources = JobSourceCache(rt)
-        rt.stats.update({"parsed": 0, "products": 0, "parse_errors": 0})
+        self.counts = Counts(rt.metrics)
 
     async def on_fetched(self, d: Delivery[FetchResult]) -> None:
         fetched = d.body
@@ -66,12 +87,12 @@ class Parser:
             return  # nothing to parse; the scheduler handles the outcome
         source = await self.sources.get(fetched.job_id)
         result = await self.parse(fetched, source)
-        await publish(
-            self.rt.js, self.rt.names.parsed, result, msg_id=f"parsed-{fetched.attempt_id}"
+        await send(
+            self.rt.js, self.rt.names, PARSE_RESULTS, result, msg_id=f"parsed-{fetched.attempt_id}"
         )
 
     async def parse(self, fetched: FetchResult, source: Source) -> ParseResult:
-        base = {
+        base: dict[str, Any] = {
             "attempt_id": fetched.attempt_id,
             "job_id": fetched.job_id,
             "entry_id": fetched.entry_id,
@@ -89,7 +110,7 @@ class Parser:
         try:
             body = await self.store.get(ref)
         except PayloadNotFound as exc:
-            self.rt.stats["parse_errors"] += 1
+            self.counts.errors.add()
             return ParseResult(**base, not_modified=not_modified, error=str(exc))
         content_type = fetched.content_type
         if content_type and fetched.charset:
@@ -105,14 +126,14 @@ class Parser:
                 keyword=fetched.keyword,
             )
         except Exception as exc:
-            self.rt.stats["parse_errors"] += 1
+            self.counts.errors.add()
             log.warning(
                 "parse failed",
                 extra={"action": "parse_error", "url": fetched.url, "error": repr(exc)},
             )
             return ParseResult(**base, error=f"{type(exc).__name__}: {exc}")
-        self.rt.stats["parsed"] += 1
-        self.rt.stats["products"] += len(page.products) + (page.product is not None)
+        self.counts.pages.add()
+        self.counts.products.add(len(page.products) + (page.product is not None))
         await asyncio.sleep(0)  # parsing is CPU-bound: let acks and fetches through
         return ParseResult(
             **base,
@@ -135,8 +156,7 @@ def _span_attrs(fetched: FetchResult) -> dict[str, Any]:
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     parser = Parser(rt)
     consumer = rt.consumer(
-        n.FETCHED,
-        FetchResult,
+        FETCH_RESULTS,
         parser.on_fetched,
         concurrency=rt.settings.concurrency,
         span_attrs=_span_attrs,

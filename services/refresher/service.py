@@ -10,57 +10,90 @@ from typing import Any
 
 from schemas.messages import JobEvent
 from services.refresher import store
-from services.refresher.batcher import Batcher
 from services.refresher.images import link_images
 from services.refresher.misses import count_misses
 from services.refresher.products import Applied, ParsedProducts, apply_results
-from shared import names as n
-from shared.bus import publish
-from shared.consumer import Delivery
+from shared.bus import send
+from shared.channels import JOB_EVENTS, PARSE_RESULTS
+from shared.consumer import Delivery, Subscriber
 from shared.errors import Retry
-from shared.service import Runtime
+from shared.metrics import Metrics
+from shared.service import DbRuntime
 from shared.sources import source_from_dict
 
 log = logging.getLogger("trawl.refresher")
 
 # How long a completion waits in-process for the job's last products before a redelivery.
 APPLY_WAIT = 20.0
-# Parse results in flight per process: the upper bound of one batch. Deliveries wait at most
-# BATCH_WAIT for companions, so a lone message is applied within a few milliseconds.
-# (Measured: 3 or 4 batches in flight, or batches of 250 or 1000, were no faster end to end.)
+# Parse results in flight per process, in pulled batches of up to BATCH_SIZE (one transaction
+# each). (Measured: 3 or 4 batches in flight, or batches of 250 or 1000, were no faster end to
+# end.)
 PARSED_CONCURRENCY = 1000
 BATCH_SIZE = 500
-BATCH_WAIT = 0.005
+
+
+class Counts:
+    """The refresher's own counters: shown in its stats (the keys) and served on /metrics."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        count = metrics.counter
+        self.applied = count(
+            "trawl.refresher.results",
+            "Parse results applied (redeliveries excluded).",
+            unit="{result}",
+            stat="applied",
+        )
+        self.duplicates = count(
+            "trawl.refresher.duplicates",
+            "Parse results already applied (redeliveries): nothing changed.",
+            unit="{result}",
+            stat="duplicates",
+        )
+        self.upserts = count(
+            "trawl.refresher.upserts",
+            "Products inserted or updated.",
+            unit="{product}",
+            stat="upserts",
+        )
+        self.snapshots = count(
+            "trawl.refresher.snapshots",
+            "Snapshots written (a price or availability changed).",
+            unit="{snapshot}",
+            stat="snapshots",
+        )
+        self.batches = count(
+            "trawl.refresher.batches",
+            "Batches of parse results applied, one transaction each.",
+            unit="{batch}",
+            stat="batches",
+        )
+        self.jobs_counted = count(
+            "trawl.refresher.jobs",
+            "Completed jobs whose misses were counted.",
+            unit="{job}",
+            stat="jobs_counted",
+        )
 
 
 class Refresher:
-    def __init__(self, rt: Runtime) -> None:
-        assert rt.pool is not None
+    def __init__(self, rt: DbRuntime) -> None:
         self.rt = rt
         self.pool = rt.pool
-        rt.stats.update({"applied": 0, "duplicates": 0, "upserts": 0, "snapshots": 0, "batches": 0})
-        rt.stats["jobs_counted"] = 0
-        self.batcher: Batcher[ParsedProducts, Applied] = Batcher(
-            self.apply, max_size=BATCH_SIZE, max_wait=BATCH_WAIT, name="refresher-apply"
-        )
+        self.counts = Counts(rt.metrics)
 
     async def on_parsed_batch(self, deliveries: list[Delivery[ParsedProducts]]) -> None:
         """A pulled batch in one transaction; the consumer acks it after the commit."""
         await self.apply([d.body for d in deliveries])
 
-    async def on_parsed(self, d: Delivery[ParsedProducts]) -> None:
-        # Returns once the batch holding this result is committed; the consumer acks then.
-        await self.batcher.submit(d.body)
-
     async def apply(self, results: Sequence[ParsedProducts]) -> Applied:
         async with self.pool.acquire() as conn:
             done = await apply_results(conn, results)
-        stats = self.rt.stats
-        stats["batches"] += 1
-        stats["applied"] += done.results
-        stats["duplicates"] += done.duplicates
-        stats["upserts"] += done.upserts
-        stats["snapshots"] += done.snapshots
+        counts = self.counts
+        counts.batches.add()
+        counts.applied.add(done.results)
+        counts.duplicates.add(done.duplicates)
+        counts.upserts.add(done.upserts)
+        counts.snapshots.add(done.snapshots)
         return done
 
     async def on_job_completed(self, d: Delivery[JobEvent]) -> None:
@@ -87,7 +120,7 @@ class Refresher:
                 report = await count_misses(conn, job, source)
                 # Every image entry of the job is done now: point its products at them.
                 images = await link_images(conn, event.job_id, event.source)
-        self.rt.stats["jobs_counted"] += 1
+        self.counts.jobs_counted.add()
         counters = dict(event.counters)
         counters.update(
             {
@@ -108,9 +141,10 @@ class Refresher:
             counters=counters,
             at=time.time(),
         )
-        await publish(
+        await send(
             self.rt.js,
-            self.rt.names.job_event(event.job_id, "refreshed"),
+            self.rt.names,
+            JOB_EVENTS,
             refreshed,
             msg_id=f"job-{event.job_id}-refreshed",
         )
@@ -127,17 +161,15 @@ class Refresher:
         )
 
 
-async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
     refresher = Refresher(rt)
-    consumers = [
-        rt.consumer(
-            n.PARSED,
-            ParsedProducts,
-            refresher.on_parsed,
+    consumers: list[Subscriber[Any]] = [
+        rt.batch_consumer(
+            PARSE_RESULTS.view(ParsedProducts),
+            refresher.on_parsed_batch,
             concurrency=PARSED_CONCURRENCY,
             batch=BATCH_SIZE,
-            batch_handler=refresher.on_parsed_batch,
         ),
-        rt.consumer(n.EVENTS, JobEvent, refresher.on_job_completed, concurrency=4),
+        rt.consumer(JOB_EVENTS, refresher.on_job_completed, concurrency=4),
     ]
     return [c.run() for c in consumers]

@@ -21,7 +21,8 @@ from schemas.source import Source
 from services.scheduler import store
 from services.scheduler.jobs import JobSources
 from shared.api_template import decode_request
-from shared.bus import publish_many
+from shared.bus import send_many
+from shared.channels import FETCH_WORK
 from shared.metrics import Metrics
 from shared.names import Names
 from shared.telemetry import producer_span
@@ -157,8 +158,8 @@ class Dispatcher:
                         as_parent=r["kind"] in SEED_KINDS,
                         **{"url.full": r["url"], "trawl.job_id": r["job_id"]},
                     ) as headers:
-                        items.append((self.names.fetch, work, f"fetch-{attempt_id}", headers))
-                await publish_many(self.js, items)
+                        items.append((work, f"fetch-{attempt_id}", headers))
+                await send_many(self.js, self.names, FETCH_WORK, items)
         self.dispatched += len(rows)
         # Lag: from when an entry could have gone (its own due time, and its domain's turn)
         # until it went; waiting imposed by pacing is not lag.

@@ -12,7 +12,8 @@ from schemas.messages import JobEvent
 from schemas.source import Source
 from services.scheduler import store
 from services.scheduler.store import Conn
-from shared.bus import publish
+from shared.bus import send
+from shared.channels import JOB_EVENTS
 from shared.names import Names
 from shared.sources import effective_allowed_domains, source_from_dict
 
@@ -77,7 +78,7 @@ async def publish_event(
     )
     # Final events are deduplicated by id: the sweep may publish them again after a crash.
     msg_id = f"job-{job_id}-{event}" if event in ("started", *FINAL_EVENTS) else None
-    await publish(js, names.job_event(job_id, event), message, msg_id=msg_id)
+    await send(js, names, JOB_EVENTS, message, msg_id=msg_id)
     if event in FINAL_EVENTS:
         await store.jobs.mark_event_published(conn, job_id, counts)
     log.info(

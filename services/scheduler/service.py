@@ -21,12 +21,12 @@ from services.scheduler.schedules import claim_due, record_run
 from services.scheduler.store import Conn
 from services.scheduler.sweeps import Periods, Sweeps
 from services.scheduler.triggers import start_job, trigger_digest
-from shared import names as n
 from shared.bus import encode
-from shared.consumer import Consumer, Delivery
+from shared.channels import FETCH_RESULTS, PARSE_RESULTS, TRIGGERS
+from shared.consumer import Delivery, Subscriber
 from shared.errors import Poison, Retry
 from shared.periodic import TRANSIENT
-from shared.service import Runtime
+from shared.service import DbRuntime
 from shared.sources import source_to_dict
 from shared.telemetry import consumer_span
 
@@ -34,8 +34,7 @@ log = logging.getLogger("trawl.scheduler")
 
 
 class Scheduler:
-    def __init__(self, rt: Runtime, periods: Periods | None = None) -> None:
-        assert rt.pool is not None
+    def __init__(self, rt: DbRuntime, periods: Periods | None = None) -> None:
         self.rt = rt
         self.pool: asyncpg.Pool = rt.pool
         self.periods = periods or Periods()
@@ -52,7 +51,7 @@ class Scheduler:
             wake=self.wake,
         )
         self.trigger_decoder = msgspec.json.Decoder(Trigger)
-        rt.stats["dispatched"] = 0
+        rt.metrics.show("dispatched", rt.metrics.dispatched)
 
     # -- triggers ----------------------------------------------------------------------------
     async def handle_trigger(self, trigger: Trigger, raw: bytes) -> TriggerReply:
@@ -152,7 +151,6 @@ class Scheduler:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
                 continue
-            self.rt.stats["dispatched"] = self.dispatcher.dispatched
             if sent:
                 continue
             timeout = 1.0 if due is None else min(1.0, max(0.01, due))
@@ -215,13 +213,13 @@ class Scheduler:
         ]
 
 
-async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
+async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
     sched = Scheduler(rt)
     concurrency = rt.settings.concurrency
-    consumers: list[Consumer[Any]] = [
-        rt.consumer(n.TRIGGER, Trigger, sched.on_trigger, concurrency=8),
-        rt.consumer(n.FETCHED, FetchResult, sched.on_fetched, concurrency=concurrency),
-        rt.consumer(n.PARSED, ParseResult, sched.on_parsed, concurrency=concurrency),
+    consumers: list[Subscriber[Any]] = [
+        rt.consumer(TRIGGERS, sched.on_trigger, concurrency=8),
+        rt.consumer(FETCH_RESULTS, sched.on_fetched, concurrency=concurrency),
+        rt.consumer(PARSE_RESULTS, sched.on_parsed, concurrency=concurrency),
     ]
     await rt.nc.subscribe(
         rt.names.trigger, queue=rt.names.trigger_queue, cb=sched.on_trigger_request

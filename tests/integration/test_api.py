@@ -22,7 +22,7 @@ from shared import names as n
 from shared.bus import publish
 from shared.names import Names
 from shared.provision import provision
-from shared.service import Runtime
+from shared.service import DbRuntime
 
 WRITE, READ = "write-token-0123", "read-token-4567"
 PROBLEM = "application/problem+json"
@@ -31,7 +31,7 @@ PROBLEM = "application/problem+json"
 @dataclass
 class Api:
     http: aiohttp.ClientSession
-    rt: Runtime
+    rt: DbRuntime
     base: str
 
     async def call(
@@ -51,7 +51,7 @@ async def running_api(settings, pool, nc) -> AsyncIterator[Api]:
     js = nc.jetstream(timeout=10)
     names = Names(settings.namespace)
     await provision(js, names, max_deliver=settings.max_deliver)
-    rt = Runtime("scheduler", settings, names, nc, js, pool, asyncio.Event())
+    rt = DbRuntime("scheduler", settings, names, nc, js, asyncio.Event(), pool=pool)
     sched = Scheduler(rt)
     sub = await nc.subscribe(names.trigger, queue=names.trigger_queue, cb=sched.on_trigger_request)
     runner = web.AppRunner(build_app(rt, auth_conf=Auth(WRITE, READ)), access_log=None)

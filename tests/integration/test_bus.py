@@ -11,7 +11,8 @@ import pytest
 from schemas.messages import Trigger
 from shared import names as n
 from shared.bus import encode
-from shared.consumer import Consumer, Delivery
+from shared.channels import TRIGGERS
+from shared.consumer import BatchConsumer, Consumer, Delivery
 from shared.errors import Poison
 from shared.names import Names
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
@@ -39,7 +40,6 @@ async def test_malformed_poison_and_failing_messages_end_in_the_dlq(nc, namespac
     js = nc.jetstream()
     names = Names(namespace)
     await provision(js, names, max_deliver=3)
-    spec = next(s for s in consumer_specs(names) if s.stream_key == n.TRIGGER)
     handled: list[str] = []
 
     async def handler(d: Delivery[Trigger]) -> None:
@@ -50,7 +50,7 @@ async def test_malformed_poison_and_failing_messages_end_in_the_dlq(nc, namespac
         handled.append(d.body.source)
 
     stop = asyncio.Event()
-    consumer = Consumer(js, names, spec, Trigger, handler, stop=stop, max_deliver=3)
+    consumer = Consumer(nc, js, names, TRIGGERS, "scheduler", handler, stop=stop, max_deliver=3)
     # The trigger stream does not ack (see provisioning), so publish with core NATS.
     for body in (
         b"{not json",
@@ -114,12 +114,6 @@ async def test_batch_mode_acks_a_batch_and_isolates_the_culprit(nc, namespace):
     await provision(js, names, max_deliver=2)
     spec = next(s for s in consumer_specs(names) if s.stream_key == n.TRIGGER)
     batches: list[list[str]] = []
-    singles: list[str] = []
-
-    async def one(d: Delivery[Trigger]) -> None:
-        if d.body.source == "bad":
-            raise RuntimeError("bad row")
-        singles.append(d.body.source)
 
     async def many(ds: list[Delivery[Trigger]]) -> None:
         sources = [d.body.source for d in ds]
@@ -128,8 +122,8 @@ async def test_batch_mode_acks_a_batch_and_isolates_the_culprit(nc, namespace):
         batches.append(sources)
 
     stop = asyncio.Event()
-    consumer = Consumer(
-        js, names, spec, Trigger, one, stop=stop, max_deliver=2, batch=50, batch_handler=many
+    consumer = BatchConsumer(
+        nc, js, names, TRIGGERS, "scheduler", many, stop=stop, max_deliver=2, batch=50
     )
     for body in [encode(Trigger(source=f"s{i}")) for i in range(10)] + [b"not json"]:
         await nc.publish(names.trigger, body)
@@ -144,7 +138,7 @@ async def test_batch_mode_acks_a_batch_and_isolates_the_culprit(nc, namespace):
     reasons = sorted(letter.reason for letter, _ in letters)
     assert reasons[0].startswith("gave up after 2 deliveries") and "bad row" in reasons[0]
     assert reasons[1].startswith("malformed message")
-    handled = [s for b in batches for s in b] + singles
+    handled = [s for b in batches for s in b]
     assert sorted(set(handled)) == sorted(f"s{i}" for i in range(10))
     info = await js.consumer_info(names.stream(n.TRIGGER), spec.durable(names))
     assert info.num_ack_pending == 0 and info.num_pending == 0

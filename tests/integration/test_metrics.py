@@ -20,6 +20,7 @@ from demo.shop import DemoShop
 from schemas.messages import FetchWork
 from services.scheduler.catalog import save_source
 from shared.bus import connect, publish
+from shared.channels import FETCH_WORK
 from shared.consumer import Consumer, Delivery
 from shared.errors import ConfigError
 from shared.metrics import Metrics, MetricsEndpoint, prometheus_name
@@ -33,8 +34,7 @@ NATS_URL = "nats://127.0.0.1:4222"
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$")
 _LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
-# Services whose start() appends its consumers to ``rt.consumers`` (the others need the one-line
-# change described in docs/metrics.md; add them here when it lands).
+# Services whose consumers count in ``rt.metrics`` (every one that takes them from the runtime).
 REGISTERS_CONSUMERS = ("scheduler", "fetcher", "parser", "refresher")
 
 
@@ -101,15 +101,24 @@ async def test_endpoint_reports_consumers_queues_and_dlq(namespace: str) -> None
     names = Names(namespace)
     await provision(js, names, max_deliver=2)
     stop = asyncio.Event()
-    spec = next(s for s in consumer_specs(names) if s.service == "fetcher")
     handled = asyncio.Event()
 
     async def handler(d: Delivery[FetchWork]) -> None:
         if d.body.attempt_id == "2.1":
             handled.set()
 
-    consumer = Consumer(js, names, spec, FetchWork, handler, stop=stop, max_deliver=2)
-    endpoint = MetricsEndpoint("fetcher", "test-1", js, names, [consumer])
+    endpoint = MetricsEndpoint("fetcher", "test-1", js, names)
+    consumer = Consumer(
+        nc,
+        js,
+        names,
+        FETCH_WORK,
+        "fetcher",
+        handler,
+        stop=stop,
+        max_deliver=2,
+        metrics=endpoint.metrics,
+    )
     url = await endpoint.start("127.0.0.1:0")
     assert url is not None
     try:
@@ -239,3 +248,28 @@ def test_rendering_escapes_labels_and_folds_overflow() -> None:
     assert {"outcome": "ok", "domain": r"we\"ird\\host\n"} in labels
     assert value(series, "trawl_fetch_results_total", otel_metric_overflow="true") > 0
     assert value(series, "trawl_fetch_results_total") == 2101
+
+
+def test_one_count_feeds_the_stats_and_prometheus() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    from shared.metrics import render
+
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    metrics = Metrics(provider.get_meter("t"))
+    pages = metrics.counter("trawl.parser.pages", "Pages parsed.", unit="{page}", stat="parsed")
+    assert metrics.counter("trawl.parser.pages", "again", unit="{page}") is pages  # one count
+    metrics.show("dispatched", metrics.dispatched)
+    assert metrics.stats() == {"parsed": 0, "dispatched": 0}  # shown from the start
+    pages.add(2)
+    metrics.entries_dispatched(3, [0.5])
+    assert metrics.stats() == {"parsed": 2, "dispatched": 3}
+    series = parse(render(reader.get_metrics_data()))
+    provider.shutdown()
+    assert value(series, "trawl_parser_pages_total") == 2
+    assert value(series, "trawl_dispatch_entries_total") == 3
+    off = Metrics.disabled()  # metrics off: the stats still count
+    off.fetch_result("a.example", "ok")
+    assert off.fetch_results.total == 1

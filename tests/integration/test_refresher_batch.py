@@ -1,6 +1,6 @@
 """The refresher's batch apply against real Postgres: idempotency, snapshots on change only,
 late results of older jobs, replay mode, the staging tables' life in a session, concurrent
-batches, the refresher's view of a parse result, and the batcher's failure isolation."""
+batches, the refresher's view of a parse result."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import msgspec
 import pytest
 
 from schemas.messages import Link, ParseResult, Product
-from services.refresher.batcher import Batcher
 from services.refresher.products import ParsedProducts, apply_results
 from services.refresher.store import list_products
 
@@ -126,26 +125,6 @@ async def test_not_modified_without_product_counts_as_seen(pool) -> None:
         assert (await apply_results(conn, [bare])).results == 1
         row = await conn.fetchrow("SELECT consecutive_misses, last_seen_job FROM products")
         assert tuple(row) == (0, 2)
-
-
-async def test_batcher_groups_and_isolates_a_failure() -> None:
-    batches: list[list[int]] = []
-
-    async def apply(items):
-        if 13 in items:
-            raise ValueError("bad item")
-        batches.append(list(items))
-        return len(items)
-
-    batcher: Batcher[int, int] = Batcher(apply, max_size=50, max_wait=0.01)
-    grouped = await asyncio.gather(*(batcher.submit(i) for i in range(100, 120)))
-    assert grouped == [20] * 20 and batches == [list(range(100, 120))]
-    batches.clear()
-    outcomes = await asyncio.gather(*(batcher.submit(i) for i in range(20)), return_exceptions=True)
-    assert isinstance(outcomes[13], ValueError)
-    # The failed batch was re-applied one by one: only the culprit failed.
-    assert [o for i, o in enumerate(outcomes) if i != 13] == [1] * 19
-    assert sorted(i for b in batches for i in b) == [i for i in range(20) if i != 13]
 
 
 async def test_price_lists_and_attributes_are_stored_and_their_changes_snapshotted(pool) -> None:

@@ -22,7 +22,7 @@ from services.scheduler.sweeps import Periods
 from shared.db import open_pool
 from shared.names import Names
 from shared.provision import provision
-from shared.service import Runtime
+from shared.service import DbRuntime
 from shared.sources import source_from_dict
 
 PROGRESS = 0.3  # seconds between progress events
@@ -35,7 +35,7 @@ SOURCE = {
 
 @dataclass
 class Replica:
-    rt: Runtime
+    rt: DbRuntime
     scheduler: Scheduler
     tasks: list[asyncio.Task[None]]
 
@@ -50,7 +50,7 @@ async def replica(settings, nc, database_url: str) -> AsyncIterator[Replica]:
     job's entries stay pending, so the job keeps running)."""
     pool = await open_pool(database_url, min_size=1, max_size=4, attempts=3)
     names = Names(settings.namespace)
-    rt = Runtime("scheduler", settings, names, nc, nc.jetstream(), pool, asyncio.Event())
+    rt = DbRuntime("scheduler", settings, names, nc, nc.jetstream(), asyncio.Event(), pool=pool)
     scheduler = Scheduler(rt, Periods(sweep=PROGRESS, progress=PROGRESS, schedules=PROGRESS))
     tasks = [asyncio.create_task(c) for c in scheduler.periodic()]
     try:

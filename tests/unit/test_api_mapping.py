@@ -14,7 +14,7 @@ from demo.catalog import Catalog
 from schemas.messages import ApiRequest, FetchPolicy, FetchWork
 from schemas.source import Source
 from services.fetcher.service import api_request_parts
-from services.parser.api_mapping import ApiError, parse_api
+from services.parser.api_mapping import ApiMappingError, parse_api
 from services.parser.formats import parse_payload
 from shared.api_template import first_request, next_request, request_key
 from shared.sources import source_from_dict
@@ -175,7 +175,7 @@ def test_items_without_a_key_and_broken_fields_are_skipped_not_fatal() -> None:
     doc = {"items": [{"name": "no id"}, {"id": 7, "x": None}, "junk"]}
     (product,) = parse_api(body(doc), URL, s.api).products
     assert (product.key, product.url) == ("7", None)
-    with pytest.raises(ApiError):
+    with pytest.raises(ApiMappingError):
         parse_api(b"<html>", URL, s.api)
 
 

@@ -159,7 +159,6 @@ async def fetcher(nc: Any, namespace: str, settings: Any = None) -> AsyncIterato
         names,
         nc,
         js,
-        None,
         stop,
     )
     proxies = await ProxyPool.open(js, names.proxies_bucket)
