@@ -26,7 +26,7 @@ from pathlib import Path
 import aiohttp
 import msgspec
 
-from schemas.messages import FetchPolicy, FetchResult, FetchWork
+from schemas.messages import Attempt, FetchPolicy, FetchResult, FetchWork
 from shared.bus import connect, encode
 from shared.names import Names
 from shared.provision import provision, teardown
@@ -124,11 +124,7 @@ async def fetcher_run(urls: list[str], concurrency: int) -> dict[str, float]:
         acks = []
         for i, url in enumerate(urls):
             work = FetchWork(
-                attempt_id=f"{i}.1",
-                job_id=1,
-                entry_id=i,
-                source="bench",
-                url=url,
+                attempt=Attempt(job_id=1, entry_id=i, source="bench", url=url),
                 domain="127.0.0.2",
                 policy=policy,
             )

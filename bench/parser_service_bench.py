@@ -25,7 +25,7 @@ from urllib.parse import urljoin
 import aiohttp
 
 from demo.shop import DemoShop
-from schemas.messages import FetchResult
+from schemas.messages import Attempt, FetchResult
 from services.parser.page import parse_page
 from shared.sources import source_from_dict
 from shared.urls import canonicalize
@@ -153,11 +153,7 @@ async def bench_service(pages, definition, rounds: int) -> float:
             for i, ((url, _, ctype), ref) in enumerate(zip(pages, stored, strict=True)):
                 n = r * len(pages) + i
                 result = FetchResult(
-                    attempt_id=f"{n}.1",
-                    job_id=1,
-                    entry_id=n,
-                    source=definition["name"],
-                    url=url,
+                    attempt=Attempt(job_id=1, entry_id=n, source=definition["name"], url=url),
                     outcome="ok",
                     status=200,
                     payload_ref=ref.ref,

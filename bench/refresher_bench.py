@@ -27,7 +27,7 @@ import uuid
 
 import asyncpg
 
-from schemas.messages import Link, ParseResult, Product
+from schemas.messages import Attempt, Link, ParseResult, Product
 from services.refresher.products import apply_results
 from shared.service import run
 
@@ -40,11 +40,9 @@ def results(
 ) -> list[ParseResult]:
     return [
         ParseResult(
-            attempt_id=f"{run}-{job_id}-{i}",
-            job_id=job_id,
-            entry_id=i,
-            source="bench",
-            url=f"https://shop.example.com/p/{i}",
+            attempt=Attempt(
+                job_id=job_id, entry_id=i, source="bench", url=f"https://shop.example.com/p/{i}"
+            ),
             product=Product(
                 key=f"SKU-{i:07d}",
                 sku=f"SKU-{i:07d}",

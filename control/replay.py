@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 import asyncpg
 
-from schemas.messages import ParseResult
+from schemas.messages import Attempt, ParseResult
 from services.parser.formats import parse_payload
 from services.refresher import store as refresher
 from services.refresher.products import apply_results
@@ -87,16 +87,21 @@ async def replay_job(pool: asyncpg.Pool, store: PayloadStore, job_id: int) -> Re
             keyword=page.keyword,
         )
         await asyncio.sleep(0)  # parsing is CPU-bound: let the reads progress
-        return ParseResult(
-            # A fresh attempt id: the refresher's idempotency table takes it as a new result,
-            # and the scheduler (which only heeds an entry's current attempt) never sees it.
-            attempt_id=f"replay-{replay_id}-{page.entry_id}",
-            job_id=job_id,
+        attempt = Attempt(
             entry_id=page.entry_id,
+            job_id=job_id,
             source=job.source,
             url=page.url,
+            kind=page.kind,
             depth=page.depth,
             keyword=page.keyword,
+            request=request,
+            # A replay's own id: the refresher's idempotency table takes it as a new result,
+            # and the scheduler (which only heeds an entry's current attempt) never sees it.
+            replay=replay_id,
+        )
+        return ParseResult(
+            attempt=attempt,
             payload_ref=page.ref,
             product=parsed.product,
             products=parsed.products,

@@ -1,9 +1,11 @@
 """The wire contract: every message trawl sends, as msgspec Structs (JSON on the wire).
 
 Rules (msgspec schema evolution): new fields get defaults, a field never changes type, unknown
-fields are ignored. A breaking change is a new ``v``. Every Struct is tagged with ``type`` so a
-reader can tell messages apart, but the tag is optional on input: ``{"source": "demo-shop"}``
-is a complete trigger.
+fields are ignored. A breaking change is a new ``v``: the new shape here, the old one in
+``schemas/legacy.py`` with an ``upgrade()`` to the new, so v1 messages still in the streams at
+an upgrade are read as v2 (the channel table lists each channel's legacy shapes). Every Struct
+is tagged with ``type`` so a reader can tell messages apart, but the tag is optional on input:
+``{"source": "demo-shop"}`` is a complete trigger.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import msgspec
 
 from schemas.outcomes import Outcome
 
-VERSION = 1
+VERSION = 1  # of a message that has never changed; a newer shape sets its own ``v`` default
 
 LinkKind = Literal["seed", "search", "sitemap", "pagination", "product", "page", "image"]
 Availability = Literal[
@@ -27,6 +29,12 @@ class Message(msgspec.Struct, kw_only=True, frozen=True, tag_field="type", tag=s
     """Base of every wire message."""
 
     v: int = VERSION
+
+
+def version_of(message: type[Message]) -> int:
+    """The version a message type writes (the default of its ``v``)."""
+    field = next(f for f in msgspec.structs.fields(message) if f.name == "v")
+    return int(field.default)
 
 
 class Trigger(Message, tag="trigger", kw_only=True, frozen=True):
@@ -84,39 +92,50 @@ class FetchPolicy(msgspec.Struct, kw_only=True, frozen=True):
     )
 
 
+class Attempt(msgspec.Struct, kw_only=True, frozen=True):
+    """One attempt at one frontier entry: what was asked for, by which job. The scheduler sets it
+    on the work; the fetch result and the parse result carry it back unchanged, so nothing is
+    copied field by field on the way."""
+
+    entry_id: int
+    number: int = 1  # the entry's attempt number (1 = first)
+    job_id: int
+    source: str
+    url: str
+    kind: LinkKind = "page"
+    depth: int = 0
+    keyword: str | None = None
+    request: ApiRequest | None = None  # an API page: method, body and headers to send
+    previous_payload_ref: str | None = None  # the last stored body: re-parsed on a 304
+    # Set by replay, which re-applies stored pages outside any attempt: results are keyed by it.
+    replay: str | None = None
+
+    @property
+    def id(self) -> str:
+        """The idempotency key of everything downstream (attempt rows, message ids, results)."""
+        if self.replay is not None:
+            return f"replay-{self.replay}-{self.entry_id}"
+        return f"{self.entry_id}.{self.number}"
+
+
 class FetchWork(Message, tag="fetch_work", kw_only=True, frozen=True):
     """One due request, published on ``<ns>.fetch`` by the scheduler."""
 
-    attempt_id: str  # "<entry_id>.<attempt_no>": the idempotency key of everything downstream
-    job_id: int
-    entry_id: int
-    source: str
-    url: str
+    v: int = 2
+    attempt: Attempt
     domain: str
-    kind: LinkKind = "page"
-    depth: int = 0
-    attempt: int = 1
-    keyword: str | None = None
     not_before: float | None = None  # epoch seconds; the fetcher waits until then
     deadline: float | None = None  # epoch seconds; past it the work is dropped (reported)
     etag: str | None = None
     last_modified: str | None = None
-    previous_payload_ref: str | None = None  # echoed back on a 304 so the page can be re-parsed
     policy: FetchPolicy = msgspec.field(default_factory=FetchPolicy)
-    request: ApiRequest | None = None  # an API page: method, body and headers to send
 
 
 class FetchResult(Message, tag="fetch_result", kw_only=True, frozen=True):
     """What happened to one request, published on ``<ns>.fetched`` by the fetcher."""
 
-    attempt_id: str
-    job_id: int
-    entry_id: int
-    source: str
-    url: str
-    kind: LinkKind = "page"
-    depth: int = 0
-    keyword: str | None = None
+    v: int = 2
+    attempt: Attempt
     outcome: Outcome
     final_url: str | None = None
     status: int | None = None
@@ -131,10 +150,8 @@ class FetchResult(Message, tag="fetch_result", kw_only=True, frozen=True):
     crawl_delay: float | None = None
     etag: str | None = None
     last_modified: str | None = None
-    previous_payload_ref: str | None = None
     proxy: str | None = None  # proxy id, never its credentials
     fingerprint: str | None = None
-    request: ApiRequest | None = None  # echoed from the work: which API page this is
 
 
 class Link(msgspec.Struct, kw_only=True, frozen=True, array_like=False):
@@ -167,13 +184,8 @@ class Product(msgspec.Struct, kw_only=True, frozen=True):
 class ParseResult(Message, tag="parse_result", kw_only=True, frozen=True):
     """A parsed page, published on ``<ns>.parsed`` by the parser."""
 
-    attempt_id: str
-    job_id: int
-    entry_id: int
-    source: str
-    url: str
-    depth: int = 0
-    keyword: str | None = None
+    v: int = 2
+    attempt: Attempt
     payload_ref: str | None = None
     product: Product | None = None
     links: list[Link] = []

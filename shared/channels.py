@@ -14,12 +14,14 @@ spells one.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import msgspec
 
+from schemas.legacy import LEGACY
 from schemas.messages import (
     DeadLetter,
     FetchResult,
@@ -28,6 +30,7 @@ from schemas.messages import (
     Message,
     ParseResult,
     Trigger,
+    version_of,
 )
 from shared import names as n
 from shared.names import Names
@@ -66,6 +69,27 @@ class Channel(Generic[B]):
     durables: tuple[Durable, ...] = ()
     # Set on a view (``view()``): the channel it reads. A view is for consuming, never publishing.
     view_of: Channel[Any] | None = field(default=None, repr=False)
+    # Older shapes of the body that may still sit in the stream (schemas/legacy.py), each read
+    # and upgraded when a message does not decode as the body.
+    legacy: tuple[type[Upgradable], ...] = ()
+
+    @property
+    def version(self) -> int:
+        """The newest message version this channel's consumers read."""
+        return version_of((self.view_of or self).body)
+
+    def upgrade(self, data: bytes) -> B | None:
+        """``data`` read as one of the channel's older shapes and upgraded to the body (for a
+        view, then narrowed to it); None when no older shape reads it either."""
+        for old in (self.view_of or self).legacy:
+            try:
+                body = _decoder(old).decode(data).upgrade()
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                continue
+            if self.view_of is None:
+                return cast(B, body)
+            return msgspec.convert(msgspec.to_builtins(body), self.body)
+        return None
 
     def subject(self, names: Names, body: B) -> str:
         """The subject ``body`` is published on."""
@@ -89,6 +113,17 @@ class Channel(Generic[B]):
         more to decode than its product costs to apply)."""
         _check_view(self.body, view)
         return Channel(self.stream, view, self.subjects, durables=self.durables, view_of=self)
+
+
+class Upgradable(Protocol):
+    """An older message shape: it knows its newer form."""
+
+    def upgrade(self) -> Message: ...
+
+
+@functools.cache
+def _decoder(message: type[Upgradable]) -> msgspec.json.Decoder[Upgradable]:
+    return msgspec.json.Decoder(message)
 
 
 def _check_view(body: type[Message], view: type[Message]) -> None:
@@ -122,6 +157,7 @@ FETCH_WORK: Channel[FetchWork] = Channel(
     FetchWork,
     lambda names: names.fetch,
     durables=(Durable("fetcher", ack_wait=60.0, max_ack_pending=4096),),
+    legacy=LEGACY[FetchWork],
 )
 # Fetch results: the scheduler applies the outcome, the parser parses the stored payload.
 FETCH_RESULTS: Channel[FetchResult] = Channel(
@@ -129,6 +165,7 @@ FETCH_RESULTS: Channel[FetchResult] = Channel(
     FetchResult,
     lambda names: names.fetched,
     durables=(Durable("scheduler"), Durable("parser")),
+    legacy=LEGACY[FetchResult],
 )
 # Parse results: the scheduler admits the links, the refresher applies the products.
 PARSE_RESULTS: Channel[ParseResult] = Channel(
@@ -136,6 +173,7 @@ PARSE_RESULTS: Channel[ParseResult] = Channel(
     ParseResult,
     lambda names: names.parsed,
     durables=(Durable("scheduler"), Durable("refresher")),
+    legacy=LEGACY[ParseResult],
 )
 # Job lifecycle: ``<ns>.events.job.<id>.<event>``; the refresher counts misses on completion.
 JOB_EVENTS: Channel[JobEvent] = Channel(

@@ -29,7 +29,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from schemas.messages import VERSION, DeadLetter, Message
+from schemas.messages import DeadLetter, Message
 from shared import names as n
 from shared.bus import send
 from shared.channels import DEAD_LETTERS, Channel
@@ -177,6 +177,7 @@ class Subscriber(Generic[T]):
         self.channel = channel
         self.spec = consumer_spec(names, channel, service)
         self.decoder = msgspec.json.Decoder(channel.body)
+        self.version = channel.version  # newer messages are dead-lettered, older ones upgraded
         self.stop = stop
         self.concurrency = concurrency = options.get("concurrency", 64)
         self.batch = options.get("batch", 100)
@@ -300,11 +301,14 @@ class Subscriber(Generic[T]):
         try:
             body = self.decoder.decode(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            upgraded = self.channel.upgrade(msg.data)
+            if upgraded is not None:
+                return Delivery(upgraded, msg)
             reason = f"malformed message: {exc}"
         else:
-            if body.v <= VERSION:
+            if body.v <= self.version:
                 return Delivery(body, msg)
-            reason = f"unsupported message version v={body.v} (max {VERSION})"
+            reason = f"unsupported message version v={body.v} (max {self.version})"
         with consumer_span(msg.subject, msg.headers) as span:
             span.set_attribute("trawl.fate", "dlq")
             await self._dead_letter(msg, reason)

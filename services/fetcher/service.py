@@ -194,13 +194,13 @@ class Fetcher:
         try:
             # A redelivery of an attempt still running here joins it: no second request, no
             # second host slot.
-            result, joined = await self.inflight.run(work.attempt_id, lambda: self._paced(work))
+            result, joined = await self.inflight.run(work.attempt.id, lambda: self._paced(work))
         finally:
             del self._deliveries[token]
         if joined:
             self.counts.joined.add()
         await send(
-            self.rt.js, self.rt.names, FETCH_RESULTS, result, msg_id=f"fetched-{work.attempt_id}"
+            self.rt.js, self.rt.names, FETCH_RESULTS, result, msg_id=f"fetched-{work.attempt.id}"
         )
 
     async def heartbeat(self) -> None:
@@ -226,7 +226,7 @@ class Fetcher:
                 if not self._expired(work):
                     return await self.fetch(work)
         return self._result(
-            work, Response("timeout", work.url, error="work expired before it was fetched")
+            work, Response("timeout", work.attempt.url, error="work expired before it was fetched")
         )
 
     def _expired(self, work: FetchWork) -> bool:
@@ -238,8 +238,8 @@ class Fetcher:
             "work expired",
             extra={
                 "action": "fetch_expired",
-                "attempt_id": work.attempt_id,
-                "url": work.url,
+                "attempt_id": work.attempt.id,
+                "url": work.attempt.url,
                 "late_s": round(time.time() - work.deadline, 1),
             },
         )
@@ -251,7 +251,7 @@ class Fetcher:
         if not self.proxies.ready.is_set():  # just started: the list is on its way
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.proxies.ready.wait(), PROXY_READY_WAIT)
-        return self.proxies.pick(f"{work.job_id}:{work.domain}", work.attempt - 1)
+        return self.proxies.pick(f"{work.attempt.job_id}:{work.domain}", work.attempt.number - 1)
 
     async def fetch(self, work: FetchWork) -> FetchResult:
         policy = work.policy
@@ -261,38 +261,44 @@ class Fetcher:
             self.counts.no_proxy.add()
             return self._result(
                 work,
-                Response("no_proxy", work.url, error="source requires a proxy; none is healthy"),
+                Response(
+                    "no_proxy", work.attempt.url, error="source requires a proxy; none is healthy"
+                ),
             )
         session, allow = self._session(policy)
         try:
             # Before robots: an unsafe host is unsafe, not disallowed.
-            target = check_target(work.url, allow)
+            target = check_target(work.attempt.url, allow)
             await self._resolvers[self._policy_key(policy)].check_name(
                 target.raw_host or "", target.port or 0
             )
         except UnsafeURL as exc:
-            return self._result(work, Response("unsafe_url", work.url, error=str(exc)))
+            return self._result(work, Response("unsafe_url", work.attempt.url, error=str(exc)))
         crawl_delay = None
         if policy.robots:
             try:
-                verdict = await (await self._robots_for(policy)).check(work.url, policy.user_agent)
+                verdict = await (await self._robots_for(policy)).check(
+                    work.attempt.url, policy.user_agent
+                )
             except ValueError as exc:
-                return self._result(work, Response("unsafe_url", work.url, error=str(exc)))
+                return self._result(work, Response("unsafe_url", work.attempt.url, error=str(exc)))
             crawl_delay = verdict.crawl_delay
             if not verdict.allowed:
                 return self._result(
                     work,
-                    Response("robots_disallowed", work.url, error="disallowed by robots.txt"),
+                    Response(
+                        "robots_disallowed", work.attempt.url, error="disallowed by robots.txt"
+                    ),
                     crawl_delay=crawl_delay,
                 )
         identity = identity_for(
-            f"{work.job_id}:{work.domain}",
-            generation=work.attempt - 1,
+            f"{work.attempt.job_id}:{work.domain}",
+            generation=work.attempt.number - 1,
             locale=policy.locale,
             user_agent=policy.user_agent,
         )
         headers = dict(identity.headers)
-        if work.kind == "image":
+        if work.attempt.kind == "image":
             headers = image_headers(headers)
         if work.etag:
             headers["If-None-Match"] = work.etag
@@ -302,11 +308,11 @@ class Fetcher:
         try:
             headers = {k: expand_secrets(v, self.rt.settings.secrets) for k, v in headers.items()}
         except MissingSecret as exc:
-            return self._result(work, Response("rejected", work.url, error=str(exc)))
+            return self._result(work, Response("rejected", work.attempt.url, error=str(exc)))
         started = time.time()
         resp = await request(
             session,
-            work.url,
+            work.attempt.url,
             headers=headers,
             allow=allow,
             timeout=policy.timeout,
@@ -335,8 +341,8 @@ class Fetcher:
             "fetched",
             extra={
                 "action": "fetch_done",
-                "url": work.url,
-                "attempt_id": work.attempt_id,
+                "url": work.attempt.url,
+                "attempt_id": work.attempt.id,
                 "outcome": resp.outcome,
                 "status": resp.status,
                 "ms": round(resp.elapsed_ms, 1),
@@ -369,16 +375,9 @@ class Fetcher:
     ) -> FetchResult:
         self.metrics.fetch_result(work.domain, resp.outcome)  # every result, whatever its cause
         return FetchResult(
-            attempt_id=work.attempt_id,
-            job_id=work.job_id,
-            entry_id=work.entry_id,
-            source=work.source,
-            url=work.url,
-            kind=work.kind,
-            depth=work.depth,
-            keyword=work.keyword,
+            attempt=work.attempt,
             outcome=resp.outcome,  # type: ignore[arg-type]
-            final_url=resp.url if resp.url != work.url else None,
+            final_url=resp.url if resp.url != work.attempt.url else None,
             status=resp.status,
             error=resp.error,
             started_at=started or time.time(),
@@ -391,20 +390,15 @@ class Fetcher:
             crawl_delay=crawl_delay,
             etag=resp.headers.get("ETag"),
             last_modified=resp.headers.get("Last-Modified"),
-            # Echoed on a 304 so the parser re-reads the page from the stored payload.
-            previous_payload_ref=(
-                work.previous_payload_ref if resp.outcome == "not_modified" else None
-            ),
             fingerprint=fingerprint,
             proxy=proxy.id if proxy else None,
-            request=work.request,
         )
 
 
 def api_request_parts(work: FetchWork, headers: dict[str, str]) -> tuple[str, bytes | None]:
     """Method and body of the work; an API page's headers go over the browser profile's
     (``headers`` is updated). A JSON body goes as application/json unless the source says."""
-    request = work.request
+    request = work.attempt.request
     if request is None:
         return "GET", None
     # The same browser, now calling an API from its page: fetch() metadata, not navigation's.
@@ -427,7 +421,11 @@ def api_request_parts(work: FetchWork, headers: dict[str, str]) -> tuple[str, by
 
 
 def _span_attrs(work: FetchWork) -> dict[str, Any]:
-    return {"url.full": work.url, "trawl.domain": work.domain, "trawl.job_id": work.job_id}
+    return {
+        "url.full": work.attempt.url,
+        "trawl.domain": work.domain,
+        "trawl.job_id": work.attempt.job_id,
+    }
 
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:

@@ -85,27 +85,19 @@ class Parser:
         fetched = d.body
         if fetched.outcome not in PARSEABLE:
             return  # nothing to parse; the scheduler handles the outcome
-        source = await self.sources.get(fetched.job_id)
+        source = await self.sources.get(fetched.attempt.job_id)
         result = await self.parse(fetched, source)
         await send(
-            self.rt.js, self.rt.names, PARSE_RESULTS, result, msg_id=f"parsed-{fetched.attempt_id}"
+            self.rt.js, self.rt.names, PARSE_RESULTS, result, msg_id=f"parsed-{fetched.attempt.id}"
         )
 
     async def parse(self, fetched: FetchResult, source: Source) -> ParseResult:
-        base: dict[str, Any] = {
-            "attempt_id": fetched.attempt_id,
-            "job_id": fetched.job_id,
-            "entry_id": fetched.entry_id,
-            "source": fetched.source,
-            "url": fetched.url,
-            "depth": fetched.depth,
-            "keyword": fetched.keyword,
-            "payload_ref": fetched.payload_ref,
-        }
+        attempt = fetched.attempt
+        base: dict[str, Any] = {"attempt": attempt, "payload_ref": fetched.payload_ref}
         not_modified = fetched.outcome == "not_modified"
         # A 304 is parsed from the payload stored last time, so its links are still followed.
-        ref = fetched.previous_payload_ref if not_modified else fetched.payload_ref
-        if not ref or fetched.kind == "image":  # an image is stored, never read back here
+        ref = attempt.previous_payload_ref if not_modified else fetched.payload_ref
+        if not ref or attempt.kind == "image":  # an image is stored, never read back here
             return ParseResult(**base, not_modified=not_modified)
         try:
             body = await self.store.get(ref)
@@ -118,18 +110,18 @@ class Parser:
         try:
             page = parse_payload(
                 body,
-                fetched.final_url or fetched.url,
+                fetched.final_url or attempt.url,
                 content_type=content_type,
                 source=source,
-                kind=fetched.kind,
-                request=fetched.request,
-                keyword=fetched.keyword,
+                kind=attempt.kind,
+                request=attempt.request,
+                keyword=attempt.keyword,
             )
         except Exception as exc:
             self.counts.errors.add()
             log.warning(
                 "parse failed",
-                extra={"action": "parse_error", "url": fetched.url, "error": repr(exc)},
+                extra={"action": "parse_error", "url": attempt.url, "error": repr(exc)},
             )
             return ParseResult(**base, error=f"{type(exc).__name__}: {exc}")
         self.counts.pages.add()
@@ -147,9 +139,9 @@ class Parser:
 
 def _span_attrs(fetched: FetchResult) -> dict[str, Any]:
     return {
-        "url.full": fetched.url,
+        "url.full": fetched.attempt.url,
         "trawl.outcome": fetched.outcome,
-        "trawl.job_id": fetched.job_id,
+        "trawl.job_id": fetched.attempt.job_id,
     }
 
 

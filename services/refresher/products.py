@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from schemas.messages import Message, ParseResult, Product
+from schemas.messages import Attempt, Message, ParseResult, Product
 from services.refresher import store
 from services.refresher.columns import JSON_FIELDS, KEEP_WHEN_ABSENT, PRODUCT_FIELDS
 
@@ -37,10 +37,8 @@ class ParsedProducts(Message, tag="parse_result", kw_only=True, frozen=True):
     types), minus what the refresher does not use. A product page carries dozens of links,
     and decoding them cost more than applying its product."""
 
-    attempt_id: str
-    job_id: int
-    source: str
-    url: str
+    v: int = 2
+    attempt: Attempt
     product: Product | None = None
     not_modified: bool = False
     products: list[Product] = []
@@ -166,22 +164,25 @@ async def apply_results(
 async def _apply(conn: store.Conn, results: Sequence[Result], *, replay: bool) -> Applied:
     unique: dict[str, Result] = {}
     for r in results:
-        unique.setdefault(r.attempt_id, r)  # a redelivery inside one batch
+        unique.setdefault(r.attempt.id, r)  # a redelivery inside one batch
     records: list[tuple[str, int, str, str | None, str | None]] = []
     for r in unique.values():
         # All rows of one result go in one statement: all new or all already applied.
         seen = r.sightings()
         first = seen[0].key if seen else None
-        records.append((r.attempt_id, r.job_id, r.source, first, r.url if r.not_modified else None))
+        a = r.attempt
+        records.append((a.id, a.job_id, a.source, first, a.url if r.not_modified else None))
         for i in range(1, len(seen)):
-            records.append((f"{r.attempt_id}#{i}", r.job_id, r.source, seen[i].key, None))
+            records.append((f"{a.id}#{i}", a.job_id, a.source, seen[i].key, None))
     new_ids = await store.record_results(conn, records)
-    fresh = [r for r in unique.values() if r.attempt_id in new_ids]
+    fresh = [r for r in unique.values() if r.attempt.id in new_ids]
     sightings = [(r, p) for r in fresh for p in r.sightings()]
     upserts, snapshots = await _upsert(conn, sightings, replay=replay) if sightings else (0, 0)
     bare = [r for r in fresh if not r.sightings() and r.not_modified and not replay]
     if bare:
-        await store.seen_by_url(conn, [(r.source, r.url, r.job_id) for r in bare])
+        await store.seen_by_url(
+            conn, [(r.attempt.source, r.attempt.url, r.attempt.job_id) for r in bare]
+        )
     return Applied(
         results=len(fresh),
         duplicates=len(results) - len(fresh),
@@ -195,27 +196,29 @@ async def _upsert(
 ) -> tuple[int, int]:
     # Order of arrival within the batch is the order of observation: the last one wins the
     # row, and every change along the way gets its snapshot.
-    sightings.sort(key=lambda s: s[0].job_id)  # stable: arrival order within a job
-    prev = await store.lock_products(conn, sorted({(r.source, p.key) for r, p in sightings}))
+    sightings.sort(key=lambda s: s[0].attempt.job_id)  # stable: arrival order within a job
+    keys = sorted({(r.attempt.source, p.key) for r, p in sightings})
+    prev = await store.lock_products(conn, keys)
     state = {k: _stored_state(row) for k, row in prev.items()}
     final: dict[tuple[str, str], tuple[Result, tuple[Any, ...]]] = {}
     snaps: list[tuple[Any, ...]] = []
     for r, p in sightings:
-        k = (r.source, p.key)
+        a = r.attempt
+        k = (a.source, p.key)
         row = prev.get(k)
-        if row is not None and row["last_seen_job"] is not None and row["last_seen_job"] > r.job_id:
+        if row is not None and row["last_seen_job"] is not None and row["last_seen_job"] > a.job_id:
             continue  # an older job's late result: the newer observation stands
         now = _state(p)
         if state.get(k) != now:
             prices = _json_text(p.prices) if p.prices else None
             price, sale = _numeric(now[0]), _numeric(now[1])
-            snaps.append((r.source, p.key, r.job_id, price, sale, p.currency, now[2], prices))
+            snaps.append((a.source, p.key, a.job_id, price, sale, p.currency, now[2], prices))
             state[k] = now
         final[k] = (r, _values(p, now))
     # Most sightings of a refresh change nothing: those rows are not rewritten here. Their
     # last-seen mark is set once per job, when its misses are counted (misses.py).
     rows = [
-        _staged(r.source, r.job_id, values)
+        _staged(r.attempt.source, r.attempt.job_id, values)
         for k, (r, values) in sorted(final.items())  # key order, as locked: new rows too
         if k not in prev or _differs(prev[k], values, replay=replay)
     ]

@@ -23,6 +23,7 @@ from typing import Any, TypeAlias
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
+from schemas.messages import LinkKind
 from schemas.read import Page, ProductDetail, ProductOut, SnapshotOut
 from services.refresher import columns
 from shared.errors import TrawlError
@@ -237,7 +238,7 @@ class ReplayPage:
     url: str
     depth: int
     keyword: str | None
-    kind: str
+    kind: LinkKind
     request: Any  # an API page's ApiRequest as stored (jsonb), else None
     ref: str  # the payload to parse
     content_type: str | None

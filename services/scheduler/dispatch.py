@@ -16,7 +16,7 @@ import asyncpg
 import msgspec
 from nats.js import JetStreamContext
 
-from schemas.messages import FetchPolicy, FetchWork
+from schemas.messages import Attempt, FetchPolicy, FetchWork
 from schemas.source import Source
 from services.scheduler import store
 from services.scheduler.jobs import JobSources
@@ -133,24 +133,25 @@ class Dispatcher:
                         policy = msgspec.structs.replace(policy, accept_types=IMAGE_TYPES)
                     elif request is not None:
                         policy = msgspec.structs.replace(policy, accept_types=API_TYPES)
-                    attempt_id = f"{r['id']}.{r['attempts']}"
-                    work = FetchWork(
-                        attempt_id=attempt_id,
-                        job_id=r["job_id"],
+                    attempt = Attempt(
                         entry_id=r["id"],
+                        number=r["attempts"],
+                        job_id=r["job_id"],
                         source=r["source"],
                         url=r["url"],
-                        domain=r["domain"],
                         kind=r["kind"],
                         depth=r["depth"],
-                        attempt=r["attempts"],
                         keyword=r["keyword"],
+                        request=request,
+                        previous_payload_ref=previous,
+                    )
+                    work = FetchWork(
+                        attempt=attempt,
+                        domain=r["domain"],
                         deadline=now + self.work_ttl,
                         etag=etag,
                         last_modified=last_modified,
-                        previous_payload_ref=previous,
                         policy=policy,
-                        request=request,
                     )
                     with producer_span(
                         self.names.fetch,
@@ -158,7 +159,7 @@ class Dispatcher:
                         as_parent=r["kind"] in SEED_KINDS,
                         **{"url.full": r["url"], "trawl.job_id": r["job_id"]},
                     ) as headers:
-                        items.append((work, f"fetch-{attempt_id}", headers))
+                        items.append((work, f"fetch-{attempt.id}", headers))
                 await send_many(self.js, self.names, FETCH_WORK, items)
         self.dispatched += len(rows)
         # Lag: from when an entry could have gone (its own due time, and its domain's turn)

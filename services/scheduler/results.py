@@ -36,18 +36,15 @@ class Applied:
     state: str | None = None  # the entry's new state; None for a stale result
 
 
-def _attempt_no(attempt_id: str) -> int:
-    return int(attempt_id.rsplit(".", 1)[1])
-
-
 async def apply_fetch_result(
     conn: Conn, result: FetchResult, job_sources: JobSources
 ) -> Applied | None:
+    attempt = result.attempt
     async with conn.transaction():
         if not await store.results.insert_attempt(conn, result):
             return None  # a redelivery: already applied
         await record_proxy_outcome(conn, result)
-        entry = await store.results.lock_entry_for_fetch(conn, result.entry_id)
+        entry = await store.results.lock_entry_for_fetch(conn, attempt.entry_id)
         if entry is None:
             return None
         await _pace_domain(conn, entry["domain"], result)
@@ -55,13 +52,13 @@ async def apply_fetch_result(
             await store.results.insert_payload(conn, result)
         # url_state is the URL's memory across jobs; API pages sharing a URL (POST bodies)
         # would overwrite each other's, so they keep none (and send no validators).
-        if result.outcome == "ok" and result.payload_ref and not request_key(result.request):
+        if result.outcome == "ok" and result.payload_ref and not request_key(attempt.request):
             await store.results.remember_url(conn, result)
-        current = entry["attempts"] == _attempt_no(result.attempt_id)
+        current = entry["attempts"] == attempt.number
         if not current or entry["state"] != "dispatched":
-            return Applied(result.job_id, terminal=False)  # stale: history only
+            return Applied(attempt.job_id, terminal=False)  # stale: history only
 
-        source, _ = await job_sources.get(conn, result.job_id)
+        source, _ = await job_sources.get(conn, attempt.job_id)
         retry_in: float | None = None
         if result.outcome in ("ok", "not_modified"):
             # Closed now if the parse result overtook this fetch result, else awaiting parse.
@@ -75,7 +72,7 @@ async def apply_fetch_result(
             else:
                 state = "waiting"
         await store.results.set_entry_fetched(conn, result, state, retry_in)
-        return Applied(result.job_id, terminal=state in ("done", "failed"), state=state)
+        return Applied(attempt.job_id, terminal=state in ("done", "failed"), state=state)
 
 
 _RETRYABLE = {"blocked", "server_error", "timeout", "network_error", "no_proxy"}
@@ -109,14 +106,15 @@ async def apply_parse_result(
     """Admit the discovered links and close the entry, or, when the fetch result is not in
     yet, mark it parsed so that the fetch result closes it. Returns (applied, links admitted).
     """
+    attempt = result.attempt
     async with conn.transaction():
-        entry = await store.results.lock_entry_for_parse(conn, result.entry_id)
-        if entry is None or entry["attempts"] != _attempt_no(result.attempt_id):
+        entry = await store.results.lock_entry_for_parse(conn, attempt.entry_id)
+        if entry is None or entry["attempts"] != attempt.number:
             return None, 0
         if entry["parsed"] or entry["state"] not in ("dispatched", "fetched"):
             return None, 0  # a redelivery: already applied
-        source, allowed = await job_sources.get(conn, result.job_id)
-        job = await store.jobs.admission(conn, result.job_id)
+        source, allowed = await job_sources.get(conn, attempt.job_id)
+        job = await store.jobs.admission(conn, attempt.job_id)
         assert job is not None  # the entry references it
         admitted = 0
         if job["status"] == "running" and (result.links or result.sightings()):
@@ -130,8 +128,8 @@ async def apply_parse_result(
                 Candidate(
                     link.url,
                     link.kind,
-                    result.depth if link.kind == "pagination" else result.depth + 1,
-                    result.keyword,
+                    attempt.depth if link.kind == "pagination" else attempt.depth + 1,
+                    attempt.keyword,
                     link.request,
                     link.lastmod,
                     pagination_hops=hops + 1 if link.kind == "pagination" else 0,
@@ -139,14 +137,14 @@ async def apply_parse_result(
                 for link in result.links
             ]
             images = [p.image for p in result.sightings() if p.image]
-            candidates += await image_candidates(conn, source, images, result.depth + 1)
-            admitted = await admission.admit(conn, result.job_id, candidates, boost=boost)
+            candidates += await image_candidates(conn, source, images, attempt.depth + 1)
+            admitted = await admission.admit(conn, attempt.job_id, candidates, boost=boost)
         closes = entry["state"] == "fetched"
         await store.results.set_entry_parsed(
             conn,
-            result.entry_id,
+            attempt.entry_id,
             products=len(result.sightings()),  # an API page lists many: the refresher waits
             error=result.error,
             closes=closes,
         )
-        return Applied(result.job_id, terminal=closes), admitted
+        return Applied(attempt.job_id, terminal=closes), admitted

@@ -8,7 +8,7 @@ import json
 import asyncpg
 from nats.aio.client import Client
 
-from schemas.messages import FetchResult
+from schemas.messages import Attempt, FetchResult
 from services.scheduler.catalog import save_source
 from shared import names as n
 from shared.names import Names
@@ -75,13 +75,15 @@ async def ok_result(
     """A successful fetch of ``entry`` whose body is stored like a fetcher stores it."""
     stored = await JetStreamPayloadStore(nc.jetstream(), names).put(body)
     return FetchResult(
-        attempt_id=f"{entry['id']}.{entry['attempts']}",
-        job_id=job_id,
-        entry_id=entry["id"],
-        source="shop",
-        url=entry["url"],
-        kind=entry["kind"],
-        depth=entry["depth"],
+        attempt=Attempt(
+            job_id=job_id,
+            entry_id=entry["id"],
+            source="shop",
+            url=entry["url"],
+            kind=entry["kind"],
+            depth=entry["depth"],
+            number=entry["attempts"],
+        ),
         outcome="ok",
         status=200,
         payload_ref=stored.ref,

@@ -43,12 +43,7 @@ async def test_duplicate_fetch_and_parse_results_have_no_double_effects(
         body = product_page("ANVIL-1", "Anvil", "49.90")
         fetched = await ok_result(client.nc, names, job_id, entry, body)
         parsed = ParseResult(
-            attempt_id=fetched.attempt_id,
-            job_id=job_id,
-            entry_id=entry["id"],
-            source="shop",
-            url=entry["url"],
-            depth=entry["depth"],
+            attempt=fetched.attempt,
             payload_ref=fetched.payload_ref,
             product=Product(
                 key="ANVIL-1", sku="ANVIL-1", name="Anvil", price="49.90", currency="EUR",
@@ -80,14 +75,14 @@ async def test_duplicate_fetch_and_parse_results_have_no_double_effects(
                 "SELECT count(*) FROM attempts WHERE entry_id = $1", entry["id"]
             )
             payloads = await conn.fetchval(
-                "SELECT count(*) FROM payloads WHERE attempt_id = $1", fetched.attempt_id
+                "SELECT count(*) FROM payloads WHERE attempt_id = $1", fetched.attempt.id
             )
             products = await conn.fetch("SELECT key FROM products WHERE source = 'shop'")
             snapshots = await conn.fetchval(
                 "SELECT count(*) FROM snapshots WHERE source = 'shop' AND key = 'ANVIL-1'"
             )
             applied = await conn.fetchval(
-                "SELECT count(*) FROM applied_results WHERE attempt_id = $1", fetched.attempt_id
+                "SELECT count(*) FROM applied_results WHERE attempt_id = $1", fetched.attempt.id
             )
             related = await conn.fetch(
                 "SELECT state FROM entries WHERE job_id = $1 AND url LIKE '%anvil-1-related'",

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from control.client import TrawlClient
-from schemas.messages import DeadLetter, FetchResult
+from schemas.messages import Attempt, DeadLetter, FetchResult
 from shared import names as n
 from shared.bus import encode
 from tests.faults.messages import dispatched_entries, ok_result, product_page, save_shop
@@ -81,11 +81,9 @@ async def test_poison_messages_are_dead_lettered_and_a_fixed_one_requeued(
         )
         await js.publish(names.fetched, json.dumps({**future, "v": 99}).encode(), headers=ORIGIN)
         orphan = FetchResult(
-            attempt_id="999999999.1",
-            job_id=job_id,
-            entry_id=999999999,
-            source="shop",
-            url="http://127.0.0.2:9/p/nowhere",
+            attempt=Attempt(
+                job_id=job_id, entry_id=999999999, source="shop", url="http://127.0.0.2:9/p/nowhere"
+            ),
             outcome="gone",  # nothing to parse: only the scheduler handles it
             status=404,
         )

@@ -29,7 +29,7 @@ MAX_PAYLOAD = 1024 * 1024  # the NATS server's max_payload
 _PARSE = textwrap.dedent(
     """
     import json, sys
-    from schemas.messages import ParseResult
+    from schemas.messages import Attempt, ParseResult
     from services.parser.page import parse_page
     from shared.bus import encode
     kind = sys.argv[1]
@@ -46,8 +46,8 @@ _PARSE = textwrap.dedent(
         body = (b"<html><head><meta charset=utf-8>" + ld + b"</head><body>\\xc3\\x28 \\xa0\\xa1"
                 b" \\xf0\\x28\\x8c\\x28 \\x00\\x00</body></html>")
     page = parse_page(body, "http://a.example/p/1", content_type="text/html; charset=utf-8")
-    result = ParseResult(attempt_id="1.1", job_id=1, entry_id=1, source="s",
-                         url="http://a.example/p/1", product=page.product, links=page.links)
+    attempt = Attempt(job_id=1, entry_id=1, source="s", url="http://a.example/p/1")
+    result = ParseResult(attempt=attempt, product=page.product, links=page.links)
     print(json.dumps({"product": page.product and page.product.name,
                       "price": page.product and page.product.price,
                       "links": len(page.links), "message": len(encode(result))}))

@@ -89,7 +89,7 @@ async def test_caps_hold_and_memory_stays_small(nc, namespace, fetcher_process) 
 
     async def on_result(msg) -> None:
         result = decode(msg.data)
-        results[result.url.rsplit("/", 1)[-1]] = result
+        results[result.attempt.url.rsplit("/", 1)[-1]] = result
         if len(results) == 5:
             done.set()
 

@@ -52,7 +52,7 @@ async def test_a_block_rotates_to_the_next_proxy(shop, nc, namespace, pool) -> N
         await eventually(both_known, timeout=5, what="the fetcher to see both proxies")
         by_id = {str(row_a["id"]): a, str(row_b["id"]): b}
         first = work(page, proxies="required")
-        chosen = f.proxies.pick(f"{first.job_id}:{first.domain}", 0)
+        chosen = f.proxies.pick(f"{first.attempt.job_id}:{first.domain}", 0)
         assert chosen is not None
         by_id[chosen.id].refuse = 403  # the session's first proxy is blocked
 

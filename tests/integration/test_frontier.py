@@ -49,7 +49,7 @@ async def _dispatched_urls(js, names: Names, count: int) -> list[str]:
     urls: list[str] = []
     while len(urls) < count:
         for msg in await sub.fetch(count - len(urls), timeout=5):
-            urls.append(msgspec.json.decode(msg.data, type=FetchWork).url)
+            urls.append(msgspec.json.decode(msg.data, type=FetchWork).attempt.url)
             await msg.ack()
     return urls
 

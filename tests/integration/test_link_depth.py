@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from schemas.messages import Link, ParseResult
+from schemas.messages import Attempt, Link, ParseResult
 from services.scheduler.catalog import save_source
 from services.scheduler.frontier import Admission, Candidate
 from services.scheduler.jobs import JobSources
@@ -42,12 +42,13 @@ async def _crawl_listing(conn: asyncpg.Connection, links: dict, pages: int) -> i
         if entry is None:
             break  # refused: the listing ends here
         result = ParseResult(
-            attempt_id=f"{entry['id']}.1",
-            job_id=job_id,
-            entry_id=entry["id"],
-            source="deep",
-            url=f"{BASE}/c/all?page={page}",
-            depth=entry["depth"],
+            attempt=Attempt(
+                job_id=job_id,
+                entry_id=entry["id"],
+                source="deep",
+                url=f"{BASE}/c/all?page={page}",
+                depth=entry["depth"],
+            ),
             links=[
                 Link(url=f"{BASE}/c/all?page={page + 1}", kind="pagination"),
                 Link(url=f"{BASE}/p/{page}", kind="product"),

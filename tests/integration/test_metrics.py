@@ -17,7 +17,7 @@ import pytest
 
 from control.client import TrawlClient
 from demo.shop import DemoShop
-from schemas.messages import FetchWork
+from schemas.messages import Attempt, FetchWork
 from services.scheduler.catalog import save_source
 from shared.bus import connect, publish
 from shared.channels import FETCH_WORK
@@ -104,7 +104,7 @@ async def test_endpoint_reports_consumers_queues_and_dlq(namespace: str) -> None
     handled = asyncio.Event()
 
     async def handler(d: Delivery[FetchWork]) -> None:
-        if d.body.attempt_id == "2.1":
+        if d.body.attempt.id == "2.1":
             handled.set()
 
     endpoint = MetricsEndpoint("fetcher", "test-1", js, names)
@@ -124,7 +124,7 @@ async def test_endpoint_reports_consumers_queues_and_dlq(namespace: str) -> None
     try:
         for i in (1, 2):
             work = FetchWork(
-                attempt_id=f"{i}.1", job_id=1, entry_id=i, source="s", url="http://a/", domain="a"
+                attempt=Attempt(job_id=1, entry_id=i, source="s", url="http://a/"), domain="a"
             )
             await publish(js, names.fetch, work)
         await js.publish(names.fetch, b"{not json")  # malformed: dead-lettered at once

@@ -14,7 +14,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from control.payload_index import PRODUCT_DIFF_FIELDS
-from schemas.messages import ParseResult, Product
+from schemas.messages import Attempt, ParseResult, Product
 from schemas.read import ProductOut
 from services.refresher import columns, store
 from services.refresher.products import apply_results
@@ -107,11 +107,7 @@ async def test_every_product_field_round_trips_through_the_refresher(pool) -> No
             }
             product = Product(key="K", **values)
             result = ParseResult(
-                attempt_id=f"{job}.1",
-                job_id=job,
-                entry_id=1,
-                source="s",
-                url="https://s/p/K",
+                attempt=Attempt(job_id=job, entry_id=job, source="s", url="https://s/p/K"),
                 product=product,
             )
             assert (await apply_results(conn, [result])).upserts == 1

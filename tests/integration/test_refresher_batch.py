@@ -10,9 +10,18 @@ import asyncpg
 import msgspec
 import pytest
 
-from schemas.messages import Link, ParseResult, Product
+from schemas.messages import Attempt, Link, ParseResult, Product
 from services.refresher.products import ParsedProducts, apply_results
 from services.refresher.store import list_products
+
+
+def _attempt(attempt_id: str, job: int, url: str) -> Attempt:
+    """The attempt whose id is ``attempt_id`` when it is "<entry>.<number>", else an attempt
+    with an id of its own that embeds ``attempt_id`` (as replay's do)."""
+    entry, _, number = attempt_id.partition(".")
+    if entry.isdigit() and number.isdigit():
+        return Attempt(entry_id=int(entry), number=int(number), job_id=job, source="s", url=url)
+    return Attempt(entry_id=1, job_id=job, source="s", url=url, replay=attempt_id)
 
 
 def result(attempt: str, job: int, key: str = "A", price: str = "10.00", **kw) -> ParseResult:
@@ -24,15 +33,7 @@ def result(attempt: str, job: int, key: str = "A", price: str = "10.00", **kw) -
         availability=kw.pop("availability", "in_stock"),
         url=f"https://s/p/{key}",
     )
-    return ParseResult(
-        attempt_id=attempt,
-        job_id=job,
-        entry_id=1,
-        source="s",
-        url=f"https://s/p/{key}",
-        product=product,
-        **kw,
-    )
+    return ParseResult(attempt=_attempt(attempt, job, f"https://s/p/{key}"), product=product, **kw)
 
 
 async def _snapshots(conn, key: str = "A") -> list[tuple]:
@@ -115,11 +116,7 @@ async def test_not_modified_without_product_counts_as_seen(pool) -> None:
         await apply_results(conn, [result("1.1", 1)])
         await conn.execute("UPDATE products SET consecutive_misses = 2")
         bare = ParseResult(
-            attempt_id="2.1",
-            job_id=2,
-            entry_id=1,
-            source="s",
-            url="https://s/p/A",
+            attempt=Attempt(entry_id=2, job_id=2, source="s", url="https://s/p/A"),
             not_modified=True,
         )
         assert (await apply_results(conn, [bare])).results == 1
@@ -138,14 +135,7 @@ async def test_price_lists_and_attributes_are_stored_and_their_changes_snapshott
             prices={"member": member},
             attributes={"thc": "20%"},
         )
-        return ParseResult(
-            attempt_id=attempt,
-            job_id=job,
-            entry_id=1,
-            source="s",
-            url="https://s/p/A",
-            product=product,
-        )
+        return ParseResult(attempt=_attempt(attempt, job, "https://s/p/A"), product=product)
 
     async with pool.acquire() as conn:
         await _jobs(conn, 1, 2, 3)
@@ -163,11 +153,7 @@ async def test_price_lists_and_attributes_are_stored_and_their_changes_snapshott
 
 async def test_an_api_page_records_and_upserts_each_listed_product(pool) -> None:
     page = ParseResult(
-        attempt_id="1.1",
-        job_id=1,
-        entry_id=1,
-        source="s",
-        url="https://s/api?page=1",
+        attempt=Attempt(job_id=1, entry_id=1, source="s", url="https://s/api?page=1"),
         products=[Product(key=k, price="1.00", availability="in_stock") for k in "ABC"],
     )
     async with pool.acquire() as conn:
@@ -238,7 +224,8 @@ async def test_replicas_applying_the_same_redelivered_results_do_not_deadlock(po
         tx = holder.transaction()
         await tx.start()
         await holder.execute(
-            "INSERT INTO applied_results (attempt_id, job_id, source) VALUES ('1.K150', 1, 's')"
+            "INSERT INTO applied_results (attempt_id, job_id, source) VALUES ($1, 1, 's')",
+            _attempt("1.K150", 1, "").id,
         )
         both = asyncio.gather(apply(keys), apply(keys[::-1]))
         deadline = asyncio.get_running_loop().time() + 30
@@ -267,7 +254,7 @@ async def test_parsed_products_is_the_refreshers_view_of_a_parse_result(pool) ->
         assert (f.type, f.default) == (full[f.name].type, full[f.name].default), f.name
     original = result("1.1", 1, links=[Link(url=f"https://s/p/{i}") for i in range(50)])
     view = msgspec.json.decode(msgspec.json.encode(original), type=ParsedProducts)
-    assert view.sightings() == original.sightings() and view.attempt_id == "1.1"
+    assert view.sightings() == original.sightings() and view.attempt.id == "1.1"
     async with pool.acquire() as conn:
         await _jobs(conn, 1)
         done = await apply_results(conn, [view])

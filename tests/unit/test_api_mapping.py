@@ -11,7 +11,7 @@ import pytest
 
 from demo import api as demo_api
 from demo.catalog import Catalog
-from schemas.messages import ApiRequest, FetchPolicy, FetchWork
+from schemas.messages import ApiRequest, Attempt, FetchPolicy, FetchWork
 from schemas.source import Source
 from services.fetcher.service import api_request_parts
 from services.parser.api_mapping import ApiMappingError, parse_api
@@ -76,11 +76,9 @@ def test_keyword_and_cursor_are_quoted_in_urls_and_literal_in_bodies() -> None:
 
 
 def test_fetcher_sends_the_request_exactly_as_an_api_call() -> None:
-    work = FetchWork(
-        attempt_id="1.1", job_id=1, entry_id=1, source="t", url=URL, domain="shop.test",
-        policy=FetchPolicy(),
-        request=ApiRequest(method="POST", body='{"a":1}', headers={"authorization": "x"}),
-    )  # fmt: skip
+    request = ApiRequest(method="POST", body='{"a":1}', headers={"authorization": "x"})
+    attempt = Attempt(job_id=1, entry_id=1, source="t", url=URL, request=request)
+    work = FetchWork(attempt=attempt, domain="shop.test", policy=FetchPolicy())
     headers = {"Accept": "text/html", "Sec-Fetch-Mode": "navigate", "Sec-Fetch-User": "?1"}
     method, sent = api_request_parts(work, headers)
     assert (method, sent) == ("POST", b'{"a":1}')
@@ -88,7 +86,7 @@ def test_fetcher_sends_the_request_exactly_as_an_api_call() -> None:
     assert headers["Content-Type"] == "application/json"
     assert headers["Sec-Fetch-Mode"] == "cors" and "Sec-Fetch-User" not in headers
     assert headers["authorization"] == "x"
-    plain = msgspec_replace(work, request=None)
+    plain = msgspec_replace(work, attempt=msgspec_replace(attempt, request=None))
     assert api_request_parts(plain, {}) == ("GET", None)
 
 

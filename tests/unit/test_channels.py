@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from schemas.messages import DeadLetter, JobEvent, Message, Product
+from schemas.messages import Attempt, DeadLetter, JobEvent, Message, Product
 from shared.channels import (
     CHANNELS,
     DEAD_LETTERS,
@@ -67,30 +67,31 @@ def test_a_family_routes_each_body_to_its_subject() -> None:
 
 
 class Lean(Message, tag="parse_result", kw_only=True, frozen=True):
-    attempt_id: str
+    attempt: Attempt
     product: Product | None = None
 
 
 class Untagged(Message, kw_only=True, frozen=True):
-    attempt_id: str
+    attempt: Attempt
 
 
 class Retyped(Message, tag="parse_result", kw_only=True, frozen=True):
-    attempt_id: int
+    attempt: int
 
 
 class Strict(Message, tag="parse_result", kw_only=True, frozen=True, forbid_unknown_fields=True):
-    attempt_id: str
+    attempt: Attempt
 
 
 def test_a_view_reads_the_channel_and_decodes_its_bodies() -> None:
     lean = PARSE_RESULTS.view(Lean)
     assert lean.durables == PARSE_RESULTS.durables and lean.stream == PARSE_RESULTS.stream
-    wire = b'{"type": "parse_result", "attempt_id": "1.1", "job_id": 1, "entry_id": 1, '
-    wire += b'"source": "s", "url": "u", "links": [{"url": "x"}]}'
-    assert msgspec.json.decode(wire, type=lean.body).attempt_id == "1.1"
+    wire = b'{"type": "parse_result", "v": 2, "attempt": {"entry_id": 1, "job_id": 1, '
+    wire += b'"source": "s", "url": "u"}, "links": [{"url": "x"}]}'
+    assert msgspec.json.decode(wire, type=lean.body).attempt.id == "1.1"
     with pytest.raises(TypeError, match="view"):
-        lean.subject(NAMES, Lean(attempt_id="1.1"))  # a view is never published
+        attempt = Attempt(entry_id=1, job_id=1, source="s", url="u")
+        lean.subject(NAMES, Lean(attempt=attempt))  # a view is never published
     for wrong in (Untagged, Retyped, Strict):
         with pytest.raises(TypeError):
             PARSE_RESULTS.view(wrong)

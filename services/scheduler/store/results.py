@@ -13,10 +13,10 @@ async def insert_attempt(conn: Conn, result: FetchResult) -> bool:
     """Record the attempt; False when it was recorded already (a redelivered result)."""
     inserted = await conn.fetchval(
         Q.insert_attempt,
-        result.attempt_id,
-        result.entry_id,
-        result.job_id,
-        result.url,
+        result.attempt.id,
+        result.attempt.entry_id,
+        result.attempt.job_id,
+        result.attempt.url,
         result.outcome,
         result.status,
         result.error,
@@ -58,9 +58,9 @@ async def insert_payload(conn: Conn, result: FetchResult) -> None:
     await conn.execute(
         Q.insert_payload,
         result.payload_ref,
-        result.url,
-        result.job_id,
-        result.attempt_id,
+        result.attempt.url,
+        result.attempt.job_id,
+        result.attempt.id,
         result.status,
         result.content_type,
         result.size,
@@ -73,8 +73,8 @@ async def remember_url(conn: Conn, result: FetchResult) -> None:
     """Keep the URL's validators and payload for the source's next jobs."""
     await conn.execute(
         Q.remember_url,
-        result.source,
-        result.url,
+        result.attempt.source,
+        result.attempt.url,
         result.etag,
         result.last_modified,
         result.payload_ref,
@@ -88,7 +88,7 @@ async def set_entry_fetched(
     """The entry's state after its fetch result; ``retry_in`` seconds until its next attempt."""
     await conn.execute(
         Q.set_entry_fetched,
-        result.entry_id,
+        result.attempt.entry_id,
         state,
         result.outcome,
         result.status,

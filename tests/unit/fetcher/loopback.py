@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from schemas.messages import FetchPolicy, FetchWork
+from schemas.messages import Attempt, FetchPolicy, FetchWork
 
 
 class ForwardProxy:
@@ -128,13 +128,8 @@ def work(
     options: dict[str, Any] = {"robots": False, "allow_private": ["127.0.0.2/32"]}
     options.update(policy)
     return FetchWork(
-        attempt_id=f"{entry_id}.{attempt}",
-        job_id=job_id,
-        entry_id=entry_id,
-        source="test",
-        url=url,
+        attempt=Attempt(job_id=job_id, entry_id=entry_id, source="test", url=url, number=attempt),
         domain=domain or f"{parsed.host}:{parsed.port}",
-        attempt=attempt,
         policy=FetchPolicy(**options),
     )
 
