@@ -82,9 +82,10 @@ _NOISE_KEY = re.compile(
 _SESSION_VALUE = re.compile(r"[0-9a-fA-F]{16,}")
 _DOTTED = re.compile(r"(\d+)\.(\d+)")  # SMF: board=18.20 is board 18 from its 20th topic
 # A page token in a path: a separator, an optional short word, a number of at most 5 digits
-# (ids are longer), optionally a second number (list_48_3); looked for at every position.
+# (ids are longer), optionally a second number (list_48_3); looked for at every position, with
+# bounded repeats so that a hostile path of separators stays linear.
 _PATH_TOKEN = re.compile(
-    r"(?=((?:[/_.-]+|(?<=[a-z]))([A-Za-z]{1,8}[-_/]?)?(\d{1,5}(?:[-_]\d{1,5})?)(?![\dA-Za-z])))"
+    r"(?=((?:[/_.-]{1,3}|(?<=[a-z]))([A-Za-z]{1,8}[-_/]?)?(\d{1,5}(?:[-_]\d{1,5})?)(?![\dA-Za-z])))"
 )
 _PAGE_WORDS = frozenset(
     {"page", "pages", "paged", "p", "pg", "pag", "pagina", "pagine", "seite", "strona", "sayfa",
@@ -410,15 +411,22 @@ class Pager:
             boxes = tree.css(PAGER_BOXES)
         except Exception:  # lexbor refuses a selector: no widget cue, the rest still works
             boxes = []
-        for box in boxes[:MAX_BOXES]:
+        taken: set[int] = set()
+        for box in boxes[:MAX_BOX_CANDIDATES]:
             if box.tag in ("body", "html", "main"):
                 continue  # a page-wide "pagination-enabled" class says nothing about a link
             attrs = box.attributes
             names = " ".join(attrs.get(a) or "" for a in ("class", "id", "aria-label"))
             if not _is_box(names):
                 continue
+            up = box.parent
+            if up is not None and (up.mem_id in taken or (up.parent and up.parent.mem_id in taken)):
+                continue  # inside a widget already taken (ul.pagination in div.pagination)
+            taken.add(box.mem_id)
             for link in box.css("a[href]")[:MAX_BOX_LINKS]:
                 self.boxed.add(link.mem_id)
+            if len(taken) >= MAX_BOXES:
+                break  # each box's links cost a walk of its subtree: a hostile page has many
 
     def declared(self, node: LexborNode | None) -> bool:
         """Whether a link the page declares as next or previous (``rel``) is one: not when it
@@ -465,7 +473,8 @@ class Pager:
         return bool(cues.number or cues.words or cues.year)
 
 
-MAX_BOXES = 200
+MAX_BOX_CANDIDATES = 2000  # elements with "pag" in their class, id or label
+MAX_BOXES = 50
 MAX_BOX_LINKS = 300
 
 
@@ -514,6 +523,8 @@ _DATA_URL = re.compile(
 )  # case-sensitive: a literal prefix the regex engine searches fast (pages write it lowercase)
 _GENERIC = frozenset({"url", "href", "ajax-url", "endpoint", "api-url", "fetch-url", "load-url",
                       "source-url"})  # fmt: skip
+MAX_DATA_URLS = 1000
+_TAG_WINDOW = 2000  # characters looked at around a data-* attribute for its tag's class and id
 _NAMES = re.compile(r"""\s(?:class|id)\s*=\s*["']([^"']*)""", re.I)  # an element's class and id
 _MORE_ELEMENT = re.compile(r"more|load|infinite|scroll|pagin|pager|next")
 
@@ -522,17 +533,19 @@ def declared_next(html: str) -> list[str]:
     """URLs (as written, entities decoded) of the next pages a page declares in ``data-*``
     attributes, for load more buttons and infinite scroll."""
     out: list[str] = []
-    for m in _DATA_URL.finditer(html):
+    for i, m in enumerate(_DATA_URL.finditer(html)):
+        if i >= MAX_DATA_URLS:
+            break  # a hostile page; a real one declares a few
         if html[m.start() - 1 : m.start()] not in (" ", "\t", "\n", "\r", '"', "'"):
             continue  # part of a longer attribute name (data-foo-url)
-        name = m.group(1).lower()
+        name = m.group(1)
         value = unescape(m.group(2) or m.group(3) or "").strip()
         if not value or not ("/" in value or "?" in value) or value.startswith(("{", "[")):
             continue
-        if name in _GENERIC:
-            start = html.rfind("<", 0, m.start())
-            end = html.find(">", m.end())
-            names = " ".join(_NAMES.findall(html, start, end if end > 0 else len(html))).lower()
+        if name in _GENERIC:  # the element's class and id, within its tag (bounded windows)
+            start = max(html.rfind("<", max(0, m.start() - _TAG_WINDOW), m.start()), 0)
+            end = html.find(">", m.end(), m.end() + _TAG_WINDOW)
+            names = " ".join(_NAMES.findall(html, start, end if end > 0 else m.end())).lower()
             if not _MORE_ELEMENT.search(names):
                 continue
             if "more" not in names and not _paged_value(value):
