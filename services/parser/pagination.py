@@ -59,7 +59,8 @@ VARIANT, NONE, FAMILY, FIRST, PAGED, CLEAN = -1, 0, 1, 2, 3, 4
 PAGE_PARAMS = frozenset(
     {"page", "pg", "pag", "paged", "pagenum", "page_num", "pagenumber", "pageno", "page_no",
      "pn", "currentpage", "curpage", "cpage", "pageindex", "page_index", "pagenr", "seite",
-     "pagina", "strona", "sayfa", "sida", "side", "sivu", "oldal", "stranica", "trang"}
+     "pagina", "strona", "sayfa", "sida", "side", "sivu", "oldal", "stranica", "trang", "paging",
+     "pgn", "_pgn"}
 )  # fmt: skip
 AMBIGUOUS_PARAMS = frozenset({"p"})  # a page on Magento, a post id on WordPress (?p=123)
 OFFSET_PARAMS = frozenset(
@@ -71,7 +72,11 @@ CURSOR_PARAMS = frozenset(
      "continuation", "next", "token", "max_id", "since_id", "until", "since", "updated-max",
      "updated-min", "published-max", "published-min"}
 )  # fmt: skip
-_PAGE_KEY = re.compile(r"pagen_\d+|[a-z]{0,8}_?page(?:_?(?:no|num|number|nr|index|idx))?")
+# PAGEN_1 (Bitrix), sf_paged, product-page, page_number, page[number] (JSON:API, as encoded)…
+_PAGE_KEY = re.compile(
+    r"pagen_\d+|[a-z]{0,8}[-_]?paged?(?:_?(?:no|num|number|nr|index|idx))?"
+    r"|page%5b(?:number|offset)?%5d"
+)
 # Page size, order, view and session parameters: a pager may add, drop or change them.
 _NOISE_KEY = re.compile(
     r"(?:items_?|results_?|rows_?)?per_?-?pag(?:e|ina)|page_?size|pagesize|ipp|limit|size|count"

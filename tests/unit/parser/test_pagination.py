@@ -48,6 +48,9 @@ def _kinds(url: str, body: str) -> dict[str, str]:
         ("/s?q=tent&start=20", "/s?q=tent&start=40", CLEAN),
         ("/s?q=tent&offset=20", "/s?q=tent&offset=0", CLEAN),
         ("/list?o=2", "/list?o=3", CLEAN),
+        ("/sch/i.html?_nkw=lamp&_pgn=2", "/sch/i.html?_nkw=lamp&_pgn=3", CLEAN),
+        ("/shop?product-page=2", "/shop?product-page=3", CLEAN),
+        ("/api/lamps?page%5Bnumber%5D=2", "/api/lamps?page%5Bnumber%5D=3", CLEAN),
         ("/?start=10", "/?limitstart=0", CLEAN),
         # SMF: the offset sits inside the board's value
         ("/index.php?board=18.20", "/index.php?board=18.40", CLEAN),
@@ -301,3 +304,51 @@ def test_an_ajax_fragment_declares_its_next_fragment() -> None:
         "https://s.example/c/lamps?page=3&ajax=1": "pagination",
         "https://s.example/p/lamp-1": "product",
     }
+
+
+@pytest.mark.parametrize(
+    ("url", "body", "pages"),
+    [
+        (  # Magento 2: ?p= in a "pages" block
+            "https://s.example/lamps.html?p=2",
+            '<div class="pages"><ul class="items pages-items"><li class="item"><a class="page" '
+            'href="/lamps.html?p=1"><span>1</span></a></li><li class="item pages-item-next">'
+            '<a class="action next" href="/lamps.html?p=3" title="Next"><span>Next</span></a>'
+            '</li></ul></div><a href="/lamps.html?p=2&amp;product_list_order=price">Price</a>',
+            {"/lamps.html?p=1", "/lamps.html?p=3"},
+        ),
+        (  # Drupal: zero-based ?page= in ul.pager, with titles on the links
+            "https://s.example/news",
+            '<ul class="pager"><li class="pager-next"><a title="Go to next page" '
+            'href="/news?page=1">next ›</a></li><li class="pager-last"><a '
+            'title="Go to last page" href="/news?page=12">last »</a></li></ul>',
+            {"/news?page=1", "/news?page=12"},
+        ),
+        (  # phpBB: offsets, the first page without one
+            "https://f.example/viewforum.php?f=7&start=50",
+            '<div class="pagination"><a href="./viewforum.php?f=7">1</a> <a '
+            'href="./viewforum.php?f=7&amp;start=25">2</a> <strong>3</strong> <a '
+            'href="./viewforum.php?f=7&amp;start=75">4</a></div>'
+            '<a href="./viewtopic.php?f=7&amp;t=1234">A topic</a>',
+            {"/viewforum.php?f=7", "/viewforum.php?f=7&start=25", "/viewforum.php?f=7&start=75"},
+        ),
+        (  # eBay-like search: _pgn, the pager adds a tracking parameter of its own
+            "https://s.example/sch/i.html?_nkw=lamp",
+            '<nav class="pagination" aria-label="Results pagination"><a '
+            'href="/sch/i.html?_nkw=lamp&amp;_pgn=2&amp;rt=nc">2</a><a class="pagination__next" '
+            'href="/sch/i.html?_nkw=lamp&amp;_pgn=2&amp;rt=nc" aria-label="Go to next search '
+            'page"></a></nav>',
+            {"/sch/i.html?_nkw=lamp&_pgn=2&rt=nc"},
+        ),
+        (  # a numbered pager without any class: numbers on the page's own URL shape
+            "https://s.example/catalog/lamps-2.html",
+            '<p><a href="/catalog/lamps.html">1</a> 2 <a href="/catalog/lamps-3.html">3</a> '
+            '<a href="/catalog/lamps-3.html">&gt;&gt;</a></p><a href="/catalog/desks-2.html">'
+            "Desks</a>",
+            {"/catalog/lamps.html", "/catalog/lamps-3.html"},
+        ),
+    ],
+)
+def test_common_pager_markup(url: str, body: str, pages: set[str]) -> None:
+    origin = url.split("/", 3)[:3]
+    assert _pagination(url, body) == {"/".join(origin) + p for p in pages}
