@@ -5,10 +5,9 @@ and ``page`` (everything else worth following). A source's rules (CSS selector a
 regex) replace the default heuristic of their kind; the defaults are:
 
 - pagination: ``rel=next|prev``, next-page URLs announced in ``data-*`` attributes or JSON
-  state, links that differ from the current URL only by a page number (``page``, ``p``,
-  ``pg``, ``pagenum``…, ``/page/N``) and in values that carry that number (``ref=sr_pg_3``),
-  and links in a pagination widget that keep the listing's path and filters.
-  Sort/filter/view/page-size variants change other parameters, so they are not pagination.
+  state (load more, infinite scroll), and links that ``services.parser.pagination`` finds to
+  be other pages of this listing (its docstring gives the URL shapes and pager cues).
+  Sort/filter/view/page-size variants of the page are not pagination.
 - product: detail-page URL shapes (``/p/``, ``/product/``, ``/products/``, ``/dp/``,
   ``-p-123``, ``/item/``, ``?pid=``, ``?id_product=``, ``&product_id=``), product cards of
   listings and recommendation rows, and JSON-LD ``ItemList`` members. Cart, wishlist, compare,
@@ -30,14 +29,10 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from schemas.messages import Link, LinkKind
 from schemas.source import LinkRule, Source
 from services.parser.jsonld import Forest, types_of
+from services.parser.pagination import Pager, declared_next
 from shared.urls import canonicalize, host_of
 
-PAGE_PARAMS = frozenset(
-    {"page", "p", "pg", "pagenum", "page_num", "pagenumber", "pageno", "page_no", "paged",
-     "pn", "currentpage", "pageindex", "page_index", "pagenr", "offset", "start",
-     "seite", "pagina", "strona", "sayfa", "sida", "side", "sivu", "oldal"}
-)  # fmt: skip
-CURSOR_PARAMS = frozenset({"cursor", "after", "before", "page_token", "pagetoken", "from"})
+# A product card of this listing vs a filter/sort variant of it: compared by (origin, path).
 _PAGE_SEGMENT = re.compile(r"/page[/-](\d+)/?$", re.I)
 _PRODUCT_URL = re.compile(
     r"/(?:p|product|products|dp|item|items|itm|ip|produkt|produkte|produit|produits|producto"
@@ -70,6 +65,8 @@ _ACTION_CLASS = re.compile(
     re.I,
 )
 _REL_PAGINATION = frozenset({"next", "prev", "previous", "first", "last"})
+# In <head>, only next/prev: a head's first/last point at the listing's ends, not its pager.
+_REL_HEAD = frozenset({"next", "prev", "previous"})
 _CARDS = (
     '[class*="product-card" i]',
     '[class*="product-tile" i]',
@@ -85,14 +82,6 @@ _CARDS = (
     "[data-product-id]",
     '[itemtype*="ItemList" i] [itemtype*="schema.org/Product" i]',
 )
-_PAGERS = (
-    '[class*="pagination" i]',
-    '[aria-label*="pagination" i]',
-    '[class*="pager" i]',
-    '[class*="paging" i]',
-)
-# A pager's own links, when the widget's classes sit on them (Amazon's s-pagination-item).
-_PAGER_LINKS = 'a[href]:is([class*="pagination" i], [class*="pager" i], [class*="paging" i])'
 
 
 def _links_inside(ancestors: tuple[str, ...]) -> str:
@@ -106,13 +95,9 @@ HINTS = (
     (_links_inside(_CARDS), "card"),
     ('a[href]:is([class*="product-card" i], [class*="product-tile" i], [class*="product-item" i])',
      "card"),
-    (_links_inside(_PAGERS), "pager"),
-    (_PAGER_LINKS, "pager"),
-    ('a[href]:is([class*="load-more" i], [class*="loadmore" i], [class*="next" i], '
-     '[class*="prev" i])', "pager"),
 )  # fmt: skip
-# Each selector alternative costs a walk of the tree, so data-* hints run only when the page
-# mentions them at all.
+# Next pages declared in data-* attributes, for a caller without the page's HTML text (with it,
+# ``pagination.declared_next`` finds more shapes in one scan of the text).
 DATA_NEXT = (
     "[data-next-url], [data-next-page-url], [data-next-href], [data-next], [data-next-page], "
     "[data-load-more-url], [data-load-more], [data-url][class*=more i], [data-href][class*=more i]"
@@ -145,10 +130,13 @@ class Rules:
     @classmethod
     def build(cls, source: Source | None, page_url: str) -> Rules:
         if source is None:
-            return cls(allowed=frozenset({host_of(page_url)}))
-        allowed = source.allowed_domains or [host_of(seed) for seed in source.seeds]
+            return cls(allowed=_with_twins([host_of(page_url)]))
+        if source.allowed_domains:
+            allowed = frozenset(_norm_domain(d) for d in source.allowed_domains if d)
+        else:  # the seeds' sites, on www. and on the bare host alike
+            allowed = _with_twins([host_of(seed) for seed in source.seeds])
         return cls(
-            allowed=frozenset(_norm_domain(d) for d in allowed if d),
+            allowed=allowed,
             deny=[p for p in (_compile(d) for d in source.links.deny) if p is not None],
             product=source.links.product,
             pagination=source.links.pagination,
@@ -172,6 +160,7 @@ def extract_links(
 ) -> list[Link]:
     current = canonicalize(page_url) or page_url
     here = _listing_key(current)
+    pager = Pager(tree, current) if rules.pagination is None else None
     found: dict[str, LinkKind] = {}
     hints: dict[int, str] = {}
     for selector, hint in HINTS:
@@ -187,7 +176,12 @@ def extract_links(
     }
     card_urls: list[str] = []
 
-    def add(raw: str | None, hint: str | None, mem_id: int | None = None) -> None:
+    def add(
+        raw: str | None,
+        hint: str | None,
+        node: LexborNode | None = None,
+        attrs: dict[str, str | None] | None = None,
+    ) -> None:
         if not raw:
             return
         url = canonicalize(raw, base_url)
@@ -198,7 +192,7 @@ def extract_links(
             return
         if rules.deny and any(p.search(url) for p in rules.deny):
             return
-        kind = _classify(url, raw, facts, here, hint, mem_id, rules, rule_hits)
+        kind = _classify(url, raw, facts, here, hint, node, attrs, rules, rule_hits, pager)
         if kind is None:
             return
         if hint == "card" and kind == "product" and not facts[4]:
@@ -210,29 +204,26 @@ def extract_links(
     for node in anchors:
         attrs = node.attributes
         rel = attrs.get("rel")
-        mem_id = node.mem_id
         if rel and not _REL_PAGINATION.isdisjoint(rel.lower().split()):
-            add(attrs.get("href"), "rel", mem_id)
+            add(attrs.get("href"), "rel", node, attrs)
         elif _is_action_class(attrs.get("class")):
-            add(attrs.get("href"), "action", mem_id)
+            add(attrs.get("href"), "action", node, attrs)
         else:
-            add(attrs.get("href"), hints.get(mem_id), mem_id)
+            add(attrs.get("href"), hints.get(node.mem_id), node, attrs)
     for node in _css(tree, "link[rel][href]"):
         attrs = node.attributes
-        if not _REL_PAGINATION.isdisjoint((attrs.get("rel") or "").lower().split()):
-            add(attrs.get("href"), "rel", node.mem_id)
-    mentions_next = (
-        html is None
-        or "data-next" in html
-        or "data-load-more" in html
-        or ("more" in html and ("data-url" in html or "data-href" in html))
-    )
-    for node in _css(tree, DATA_NEXT) if mentions_next else ():
-        attrs = node.attributes
-        for name in _DATA_NEXT_ATTRS:
-            value = attrs.get(name)
-            if value and ("/" in value or "?" in value):
-                add(value, "rel", node.mem_id)
+        if not _REL_HEAD.isdisjoint((attrs.get("rel") or "").lower().split()):
+            add(attrs.get("href"), "rel", node)
+    if html is not None:
+        for declared in declared_next(html):
+            add(declared, "rel")
+    else:
+        for node in _css(tree, DATA_NEXT):
+            attrs = node.attributes
+            for name in _DATA_NEXT_ATTRS:
+                value = attrs.get(name)
+                if value and ("/" in value or "?" in value):
+                    add(value, "rel", node)
     for url in _json_next_urls(tree):
         add(url, "rel")
     for url, is_product in _itemlist_urls(forest) if forest.has_lists else ():
@@ -303,7 +294,7 @@ def _is_action_class(classes: str | None) -> bool:
     return bool(classes) and _ACTION_CLASS.search(classes) is not None  # type: ignore[arg-type]
 
 
-Facts = tuple[str, tuple, bool, bool, bool]
+Facts = tuple[str, tuple[str, str], bool, bool, bool]
 
 
 @lru_cache(maxsize=65536)
@@ -323,27 +314,32 @@ def _classify(
     url: str,
     raw: str,
     facts: Facts,
-    here: tuple,
+    here: tuple[str, str],
     hint: str | None,
-    mem_id: int | None,
+    node: LexborNode | None,
+    attrs: dict[str, str | None] | None,
     rules: Rules,
     rule_hits: dict[str, set[int]],
+    pager: Pager | None,
 ) -> LinkKind | None:
+    mem_id = node.mem_id if node is not None else None
     if rules.product is not None and _rule_matches(
         rules.product, "product", url, raw, mem_id, rule_hits
     ):
         return "product"
-    if rules.pagination is not None:
-        if _rule_matches(rules.pagination, "pagination", url, raw, mem_id, rule_hits):
+    if pager is None:
+        if rules.pagination is not None and _rule_matches(
+            rules.pagination, "pagination", url, raw, mem_id, rule_hits
+        ):
             return "pagination"
-    elif hint == "rel" or _paginates(facts[1], here, hint):
+    elif pager.declared(node) if hint == "rel" else pager.paginates(url, node, attrs):
         return "pagination"
     if facts[2]:
         return None
     if rules.product is None and not facts[3] and hint != "action":
         if facts[4]:
             return "product"
-        if hint in ("card", "jsonld") and facts[1][:2] != here[:2]:
+        if hint in ("card", "jsonld") and facts[1] != here:
             return "product"  # a card of this listing (not a filter/sort variant of it)
     return "page"
 
@@ -376,49 +372,15 @@ def _rule_matches(
     return False
 
 
-def _paginates(cand: tuple, cur: tuple, hint: str | None) -> bool:
-    """Same listing (origin, path, filters), another page number — or a pager's cursor link."""
-    if cand[0] != cur[0] or cand[1] != cur[1]:
-        return False
-    # The listing's plain URL is its page 1 only where a pager shows it; elsewhere on a later
-    # page (the menu, the breadcrumb) it is the category link.
-    other_page = cand[3] != cur[3] and (
-        cand[3].isdigit() if cand[3] is not None else cur[3] is None or hint == "pager"
-    )
-    if other_page and (cand[2] == cur[2] or _page_masked(cand) == _page_masked(cur)):
-        return True
-    return hint == "pager" and cand[4] == cur[4]
-
-
-def _page_masked(key: tuple) -> tuple:
-    """The other parameters with the page's own number masked in their values: a marketplace's
-    ``ref=sr_pg_3`` on page 3 is the same listing as ``ref=sr_pg_2`` on page 2."""
-    page = key[3]
-    if not page:
-        return key[2]
-    number = re.compile(rf"(?<!\d){page}(?!\d)")
-    return tuple((k, number.sub("#", v)) for k, v in key[2])
-
-
 @lru_cache(maxsize=16384)
-def _listing_key(url: str) -> tuple[str, str, tuple, str | None, tuple]:
-    """(origin, path without /page/N, other params, page number, params without cursors)."""
+def _listing_key(url: str) -> tuple[str, str]:
+    """(origin, path without /page/N): a card links elsewhere than its listing's own path."""
     origin, _, rest = url.partition("://")[2].partition("/")
-    path, _, query = rest.partition("?")
-    page = None
+    path = rest.partition("?")[0]
     m = _PAGE_SEGMENT.search("/" + path)
     if m:
-        page, path = m.group(1), path[: m.start()]
-    others = []
-    for pair in query.split("&") if query else ():
-        key, _, value = pair.partition("=")
-        if key.lower() in PAGE_PARAMS and (value.isdigit() or not value):
-            page = value or page
-        else:
-            others.append((key, value))
-    others.sort()  # a comparison key: the order a page writes its parameters in is noise
-    no_cursor = tuple(p for p in others if p[0].lower() not in CURSOR_PARAMS)
-    return origin, path.rstrip("/"), tuple(others), page, no_cursor
+        path = path[: m.start()]
+    return origin, path.rstrip("/")
 
 
 def _itemlist_urls(forest: Forest) -> list[tuple[str, bool]]:
@@ -504,6 +466,18 @@ def _compile(pattern: str) -> re.Pattern[str] | None:
         return re.compile(pattern)
     except (re.error, TypeError):
         return None
+
+
+def _with_twins(hosts: list[str]) -> frozenset[str]:
+    """The hosts and their ``www.`` twins (``shop.example`` ↔ ``www.shop.example``): a site
+    links its pages on either spelling. Not for IP addresses or single-label hosts."""
+    out = {h for h in hosts if h}
+    for host in list(out):
+        name = host.rpartition(":")[0] if ":" in host else host
+        if "." not in name or name.replace(".", "").isdigit():
+            continue
+        out.add(host[4:] if host.startswith("www.") else "www." + host)
+    return frozenset(out)
 
 
 def _norm_domain(domain: str) -> str:
