@@ -22,10 +22,11 @@ from services.parser.decode import decode_html
 from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
+from services.parser.listing import cards_link_elsewhere, reached_as_listing
 from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.prices import format_price, normalize_currency, price_and_currency
-from services.parser.product import merge, node_fields, select_main
+from services.parser.product import merge, node_fields, node_urls, select_main
 from shared.urls import canonicalize
 
 log = logging.getLogger(__name__)
@@ -64,16 +65,22 @@ class PageParse(msgspec.Struct, frozen=True):
 
 
 def parse_page(
-    body: bytes, url: str, *, content_type: str | None = None, source: Source | None = None
+    body: bytes,
+    url: str,
+    *,
+    content_type: str | None = None,
+    source: Source | None = None,
+    kind: str | None = None,
 ) -> PageParse:
-    """Extract the page's main product and its classified links; never raises."""
+    """Extract the page's main product and its classified links; never raises. ``kind`` is
+    how the page was reached (a ``pagination`` page is a listing: it has no product)."""
     decoded = _guard("decode", lambda: _tree(body, content_type))
     if decoded is None:
         return PageParse(product=None, links=[])
     tree, text = decoded
     base = _guard("base", lambda: _base_url(tree, url)) or url
     forest = _guard("jsonld", lambda: extract_jsonld(tree)) or Forest()
-    product = _guard("product", lambda: _product(tree, url, base, forest, source))
+    product = _guard("product", lambda: _product(tree, url, base, forest, source, kind))
     rules = _guard("rules", lambda: Rules.build(source, url))
     links = _guard("links", lambda: _links(tree, text, url, base, rules, forest)) if rules else None
     return PageParse(product=product, links=links or [])
@@ -140,16 +147,29 @@ def _base_url(tree: LexborHTMLParser, url: str) -> str:
 
 
 def _product(
-    tree: LexborHTMLParser, url: str, base: str, forest: Forest, source: Source | None
+    tree: LexborHTMLParser,
+    url: str,
+    base: str,
+    forest: Forest,
+    source: Source | None,
+    kind: str | None,
 ) -> Product | None:
     canonical = _canonical(tree, base)
     page_urls = {u for u in (canonicalize(url), canonical) if u}
+    # A listing's page has no product; only a structured product that names this very page
+    # as its URL overrides that (a product page reached through a mis-classified link).
+    listing = reached_as_listing(url, kind, source)
     levels: list[Fields] = []
     decided: int | None = None
-    veto = False
+    veto = listing
     for extract in (lambda: forest, lambda: extract_microdata(tree), lambda: extract_rdfa(tree)):
         found = _guard("structured", extract)
         verdict = select_main(found, page_urls) if found is not None else None
+        if listing and verdict is not None and verdict.node is not None:
+            if not node_urls(verdict.node) & page_urls:
+                verdict = None
+            else:
+                veto = False
         fields: Fields = {}
         if verdict is not None and verdict.kind == "product" and verdict.node is not None:
             fields = node_fields(verdict.node, found.index)  # type: ignore[union-attr]
@@ -164,13 +184,15 @@ def _product(
         decided = len(levels) - 1
     # The visible layout only matters when nothing decided or the structured data lacks a price.
     needs_visible = decided is None or not any("price" in level for level in levels)
-    visible = (_guard("visible", lambda: _visible_fields(tree)) or {}) if needs_visible else {}
+    visible = {}
+    if needs_visible and not listing:
+        visible = _guard("visible", lambda: _visible_fields(tree, page_urls, base)) or {}
     levels.append(visible)
     if decided is None and not veto and visible:
         decided = len(levels) - 1
     custom = _css_fields(tree, source) if source is not None and source.fields else {}
     if decided is None:
-        if not (custom and _source_says_product(tree, url, source)):
+        if listing or not (custom and _source_says_product(tree, url, source)):
             return None
         levels.append({})
         decided = len(levels) - 1
@@ -280,9 +302,12 @@ def _source_says_product(tree: LexborHTMLParser, url: str, source: Source | None
     return False
 
 
-def _visible_fields(tree: LexborHTMLParser) -> Fields:
+def _visible_fields(tree: LexborHTMLParser, page_urls: set[str], base: str) -> Fields:
     titles = tree.css("h1")
-    if len(titles) != 1 or not 1 <= _buy_buttons(tree) <= 2:
+    if len(titles) != 1:
+        return {}
+    buttons = _buy_buttons(tree)
+    if not 1 <= len(buttons) <= 2 or cards_link_elsewhere(buttons, page_urls, base):
         return {}
     name = " ".join(titles[0].text(deep=True, separator=" ").split())
     for node in tree.css(_PRICE)[:20]:
@@ -301,21 +326,21 @@ def _visible_fields(tree: LexborHTMLParser) -> Fields:
     return {}
 
 
-def _buy_buttons(tree: LexborHTMLParser) -> int:
-    """How many add-to-cart controls the page has: by markup, else by their words."""
-    marked = len({node.mem_id for node in tree.css(_BUY)})  # one button can match twice
+def _buy_buttons(tree: LexborHTMLParser) -> list[LexborNode]:
+    """The page's add-to-cart controls: by markup, else by their words."""
+    marked = {node.mem_id: node for node in tree.css(_BUY)}  # one button can match twice
     if marked:
-        return marked
-    worded = 0
+        return list(marked.values())
+    worded = []
     for node in tree.css(_BUTTONS)[:300]:
         words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
         if len(words) < 60 and _BUY_WORDS.search(words):
-            worded += 1
+            worded.append(node)
     return worded
 
 
 def _struck(node: LexborNode) -> bool:
-    parent = node
+    parent: LexborNode | None = node
     for _ in range(3):
         if parent is None:
             return False

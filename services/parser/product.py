@@ -80,7 +80,7 @@ def select_main(forest: Forest, page_urls: set[str]) -> Verdict:
     if len(candidates) == 1:
         return Verdict("product", candidates[0])
     if len(candidates) > 1:
-        matching = [c for c in candidates if _node_urls(c) & page_urls]
+        matching = [c for c in candidates if node_urls(c) & page_urls]
         if len(matching) == 1:
             return Verdict("product", matching[0])
         # Microdata/RDFa tiles inside a recommendations block are not of equal standing.
@@ -160,7 +160,7 @@ def _dedupe(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _node_urls(node: dict[str, Any]) -> set[str]:
+def node_urls(node: dict[str, Any]) -> set[str]:
     out = set()
     for raw in (_first(node.get("url")), node.get("@id")):
         if isinstance(raw, str) and raw.startswith("http"):

@@ -1,9 +1,10 @@
 """The extraction corpus: every page's product fields and link sets, with precision/recall.
 
 Each ``corpus/<name>.html`` (raw bytes, any encoding) has a ``<name>.json``: the fetched
-``url``, optional ``content_type`` and ``source``, the expected ``product`` (fields not listed
-are null; ``null`` = not a product page) and, for listings, the expected ``pagination`` and
-``product`` link sets. Run with ``-s`` to see the per-field scores.
+``url``, optional ``content_type``, ``source`` and ``kind`` (how the page was reached), the
+expected ``product`` (fields not listed are null; ``null`` = not a product page) and, for
+listings, the expected ``pagination`` and ``product`` link sets. Run with ``-s`` to see the
+per-field scores.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 
 from schemas.messages import Product
 from schemas.source import Source
-from services.parser.page import parse_page
+from services.parser.page import PageParse, parse_page
 
 CORPUS = Path(__file__).parent / "corpus"
 # Named price lists and attributes come from API mappings, never from HTML pages.
@@ -50,11 +51,18 @@ class Score:
         return f"{name:<14} precision {p:6.1%}  recall {r:6.1%}  ({counts})"
 
 
-def _run(case: str) -> tuple[dict, object]:
+def _run(case: str) -> tuple[dict, PageParse]:
     spec = json.loads((CORPUS / f"{case}.json").read_text())
     source = msgspec.convert(spec["source"], Source) if spec.get("source") else None
     body = (CORPUS / f"{case}.html").read_bytes()
-    return spec, parse_page(body, spec["url"], content_type=spec.get("content_type"), source=source)
+    parsed = parse_page(
+        body,
+        spec["url"],
+        content_type=spec.get("content_type"),
+        source=source,
+        kind=spec.get("kind"),
+    )
+    return spec, parsed
 
 
 def test_corpus_size() -> None:
