@@ -23,7 +23,7 @@ from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
 from services.parser.listing import cards_link_elsewhere, reached_as_listing
-from services.parser.metatags import Fields, extract_metatags, og_fields
+from services.parser.metatags import Fields, MetaTags, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, node_urls, select_main
@@ -159,12 +159,14 @@ def _product(
     # A listing's page has no product; only a structured product that names this very page
     # as its URL overrides that (a product page reached through a mis-classified link).
     listing = reached_as_listing(url, kind, source)
+    meta = _guard("metatags", lambda: extract_metatags(tree))
+    titles = _titles(tree, meta)
     levels: list[Fields] = []
     decided: int | None = None
     veto = listing
     for extract in (lambda: forest, lambda: extract_microdata(tree), lambda: extract_rdfa(tree)):
         found = _guard("structured", extract)
-        verdict = select_main(found, page_urls) if found is not None else None
+        verdict = select_main(found, page_urls, titles) if found is not None else None
         if listing and verdict is not None and verdict.node is not None:
             if not node_urls(verdict.node) & page_urls:
                 verdict = None
@@ -178,7 +180,6 @@ def _product(
         elif verdict is not None and verdict.kind == "veto" and decided is None:
             veto = True
         levels.append(fields)
-    meta = _guard("metatags", lambda: extract_metatags(tree))
     levels.append(og_fields(meta) if meta is not None and meta.is_product else {})
     if decided is None and not veto and levels[-1]:
         decided = len(levels) - 1
@@ -206,6 +207,18 @@ def _product(
         url=url,
         base=base,
     )
+
+
+def _titles(tree: LexborHTMLParser, meta: MetaTags | None) -> tuple[str, ...]:
+    """What the page calls its subject: its one ``<h1>`` and its ``og:title``."""
+    out = []
+    headings = tree.css("h1")
+    if len(headings) == 1:
+        out.append(" ".join(headings[0].text(deep=True, separator=" ").split()))
+    og_title = meta.first("og:title") if meta is not None else None
+    if og_title:
+        out.append(og_title)
+    return tuple(t for t in out if t)
 
 
 def _to_product(
