@@ -3,6 +3,10 @@
 The HTML is parsed once into a lexbor tree that every extractor shares. Each extractor runs
 under its own guard, so a page whose microdata trips a bug still yields its JSON-LD product
 and its links; ``parse_page`` itself never raises.
+
+The product: the first source that names one main product decides (JSON-LD > microdata >
+RDFa > OpenGraph > the visible layout > the source's CSS fields) and lower sources fill what
+it lacks (``product.merge``). A listing's page (``listing``) has none.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborHTMLParser
 
 from schemas.messages import Link, Product
 from schemas.source import Source
@@ -22,11 +26,12 @@ from services.parser.decode import decode_html
 from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
-from services.parser.listing import cards_link_elsewhere, reached_as_listing
-from services.parser.metatags import Fields, MetaTags, extract_metatags, og_fields
+from services.parser.listing import reached_as_listing
+from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, node_urls, select_main
+from services.parser.visible import Visible, find_buttons, read_visible
 from shared.urls import canonicalize
 
 log = logging.getLogger(__name__)
@@ -36,27 +41,6 @@ MAX_BODY = 20 * 1024 * 1024
 _NOT_HTML = ("image/", "audio/", "video/", "font/", "application/pdf", "application/zip")
 _FIELD_NAMES = ("sku", "gtin", "mpn", "name", "brand", "price", "sale_price", "currency",
                 "availability", "url", "image")  # fmt: skip
-# A page without structured data is a product page when it has one title, one buy button
-# and a price: listings have many buy buttons, articles and soft-404s none.
-_BUY = (
-    'form[action*="cart" i] [type="submit"], form[action*="cart" i] button, '
-    'form[action*="basket" i] [type="submit"], form[action*="basket" i] button, '
-    'button[name="add-to-cart" i], [class*="add-to-cart" i], [class*="addtocart" i], '
-    '[class*="add-to-basket" i], [class*="add-to-bag" i], [id*="add-to-cart" i], '
-    '[data-action*="add-to-cart" i]'
-)
-# A buy button known by its words, when its markup says nothing (hashed CSS-module classes).
-_BUTTONS = 'button, input[type="submit"], a[role="button"], [class*="btn" i]'
-_BUY_WORDS = re.compile(
-    r"add to (?:cart|basket|bag|trolley)|buy now|in den (?:warenkorb|einkaufswagen)"
-    r"|ajouter au panier|añadir al carrito|agregar al carrito|aggiungi al carrello"
-    r"|adicionar (?:ao|à) (?:carrinho|sacola)|in (?:de )?winkelwagen|dodaj do koszyka"
-    r"|do košíku|lägg i varukorgen|læg i kurv|legg i handlekurv|lisää ostoskoriin|sepete ekle"
-    r"|カートに入れる|カートに追加|加入购物车|加入購物車|장바구니 담기",
-    re.I,
-)
-_PRICE = '[class*="price" i], [id*="price" i]'
-_NOT_CURRENT = ("old", "was", "regular", "compare", "strike", "list", "rrp", "msrp", "save")
 
 
 class PageParse(msgspec.Struct, frozen=True):
@@ -160,11 +144,18 @@ def _product(
     # as its URL overrides that (a product page reached through a mis-classified link).
     listing = reached_as_listing(url, kind, source)
     meta = _guard("metatags", lambda: extract_metatags(tree))
-    titles = _titles(tree, meta)
-    levels: list[Fields] = []
+    heading = meta.first("og:title") if meta is not None else None
+    heading = heading or _page_title(tree)
+    shown = _guard("visible", lambda: read_visible(tree, title_hint=heading)) or Visible()
+    titles = tuple(t for t in (shown.name, heading) if t)
+    levels: list[tuple[str, Fields]] = []
     decided: int | None = None
     veto = listing
-    for extract in (lambda: forest, lambda: extract_microdata(tree), lambda: extract_rdfa(tree)):
+    for name, extract in (
+        ("jsonld", lambda: forest),
+        ("microdata", lambda: extract_microdata(tree)),
+        ("rdfa", lambda: extract_rdfa(tree)),
+    ):
         found = _guard("structured", extract)
         verdict = select_main(found, page_urls, titles) if found is not None else None
         if listing and verdict is not None and verdict.node is not None:
@@ -179,25 +170,22 @@ def _product(
                 decided = len(levels)
         elif verdict is not None and verdict.kind == "veto" and decided is None:
             veto = True
-        levels.append(fields)
-    levels.append(og_fields(meta) if meta is not None and meta.is_product else {})
-    if decided is None and not veto and levels[-1]:
+        levels.append((name, fields))
+    levels.append(("opengraph", og_fields(meta) if meta is not None and meta.is_product else {}))
+    if decided is None and not veto and levels[-1][1]:
         decided = len(levels) - 1
-    # The visible layout only matters when nothing decided or the structured data lacks a price.
-    needs_visible = decided is None or not any("price" in level for level in levels)
-    visible = {}
-    if needs_visible and not listing:
-        visible = _guard("visible", lambda: _visible_fields(tree, page_urls, base)) or {}
-    levels.append(visible)
-    if decided is None and not veto and visible:
+    if decided is None and not veto and not listing:
+        _guard("buttons", lambda: find_buttons(tree, shown, page_urls, base))
+    levels.append(("visible", shown.fields()))
+    if decided is None and not veto and not listing and shown.is_product_layout:
         decided = len(levels) - 1
     custom = _css_fields(tree, source) if source is not None and source.fields else {}
     if decided is None:
         if listing or not (custom and _source_says_product(tree, url, source)):
             return None
-        levels.append({})
+        levels.append(("css", {}))
         decided = len(levels) - 1
-    fields = merge(levels, decided=decided)
+    fields = merge([level for _, level in levels], decided=decided)
     fields.update(custom)
     og_url = meta.first("og:url") if meta is not None else None
     return _to_product(
@@ -209,20 +197,18 @@ def _product(
     )
 
 
-def _titles(tree: LexborHTMLParser, meta: MetaTags | None) -> tuple[str, ...]:
-    """What the page calls its subject: its one ``<h1>`` and its ``og:title``."""
-    out = []
-    headings = tree.css("h1")
-    if len(headings) == 1:
-        out.append(" ".join(headings[0].text(deep=True, separator=" ").split()))
-    og_title = meta.first("og:title") if meta is not None else None
-    if og_title:
-        out.append(og_title)
-    return tuple(t for t in out if t)
+def _page_title(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first("title")
+    return node.text(deep=True) if node is not None else None
 
 
 def _to_product(
-    fields: Fields, *, canonical: str | None, og_url: str | None, url: str, base: str
+    fields: Fields,
+    *,
+    canonical: str | None,
+    og_url: str | None,
+    url: str,
+    base: str,
 ) -> Product | None:
     # canonical > the chosen source's url > og:url (whatever source was chosen) > fetched URL
     page_url = (
@@ -312,52 +298,4 @@ def _source_says_product(tree: LexborHTMLParser, url: str, source: Source | None
                     return True
             except Exception:
                 continue
-    return False
-
-
-def _visible_fields(tree: LexborHTMLParser, page_urls: set[str], base: str) -> Fields:
-    titles = tree.css("h1")
-    if len(titles) != 1:
-        return {}
-    buttons = _buy_buttons(tree)
-    if not 1 <= len(buttons) <= 2 or cards_link_elsewhere(buttons, page_urls, base):
-        return {}
-    name = " ".join(titles[0].text(deep=True, separator=" ").split())
-    for node in tree.css(_PRICE)[:20]:
-        marker = ((node.attributes.get("class") or "") + (node.attributes.get("id") or "")).lower()
-        if any(word in marker for word in _NOT_CURRENT) or _struck(node):
-            continue
-        inner = node.css(f"del, s, strike, {_PRICE}")  # lexbor includes the node itself
-        if any(sub.mem_id != node.mem_id for sub in inner):
-            continue  # a container of several prices; its leaves come next
-        price, currency = price_and_currency(node.text(deep=True, separator=" "))
-        if price is not None and name:
-            out: Fields = {"name": name, "price": format_price(price)}
-            if currency:
-                out["currency"] = currency
-            return out
-    return {}
-
-
-def _buy_buttons(tree: LexborHTMLParser) -> list[LexborNode]:
-    """The page's add-to-cart controls: by markup, else by their words."""
-    marked = {node.mem_id: node for node in tree.css(_BUY)}  # one button can match twice
-    if marked:
-        return list(marked.values())
-    worded = []
-    for node in tree.css(_BUTTONS)[:300]:
-        words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
-        if len(words) < 60 and _BUY_WORDS.search(words):
-            worded.append(node)
-    return worded
-
-
-def _struck(node: LexborNode) -> bool:
-    parent: LexborNode | None = node
-    for _ in range(3):
-        if parent is None:
-            return False
-        if parent.tag in ("del", "s", "strike"):
-            return True
-        parent = parent.parent
     return False
