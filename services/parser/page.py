@@ -5,8 +5,9 @@ under its own guard, so a page whose microdata trips a bug still yields its JSON
 and its links; ``parse_page`` itself never raises.
 
 The product: the first source that names one main product decides (JSON-LD > microdata >
-RDFa > OpenGraph > the visible layout > the source's CSS fields) and lower sources fill what
-it lacks (``product.merge``). A listing's page (``listing``) has none.
+RDFa > OpenGraph > the visible layout > the source's CSS fields), lower sources fill what it
+lacks (``product.merge``) and what the page shows is checked against it (``crosscheck``).
+A listing's page (``listing``) has none.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from selectolax.lexbor import LexborHTMLParser
 from schemas.messages import Link, Product
 from schemas.source import Source
 from services.parser.availability import normalize_availability
+from services.parser.crosscheck import crosscheck
 from services.parser.decode import decode_html
 from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
@@ -64,7 +66,7 @@ def parse_page(
     tree, text = decoded
     base = _guard("base", lambda: _base_url(tree, url)) or url
     forest = _guard("jsonld", lambda: extract_jsonld(tree)) or Forest()
-    product = _guard("product", lambda: _product(tree, url, base, forest, source, kind))
+    product = _guard("product", lambda: _product(tree, text, url, base, forest, source, kind))
     rules = _guard("rules", lambda: Rules.build(source, url))
     links = _guard("links", lambda: _links(tree, text, url, base, rules, forest)) if rules else None
     return PageParse(product=product, links=links or [])
@@ -132,6 +134,7 @@ def _base_url(tree: LexborHTMLParser, url: str) -> str:
 
 def _product(
     tree: LexborHTMLParser,
+    text: str,
     url: str,
     base: str,
     forest: Forest,
@@ -186,6 +189,8 @@ def _product(
         levels.append(("css", {}))
         decided = len(levels) - 1
     fields = merge([level for _, level in levels], decided=decided)
+    found_by = levels[decided][0]
+    attributes = crosscheck(fields, found_by, shown, html=text, urls=(canonical, url))
     fields.update(custom)
     og_url = meta.first("og:url") if meta is not None else None
     return _to_product(
@@ -194,6 +199,7 @@ def _product(
         og_url=og_url,
         url=url,
         base=base,
+        attributes=attributes,
     )
 
 
@@ -209,6 +215,7 @@ def _to_product(
     og_url: str | None,
     url: str,
     base: str,
+    attributes: dict[str, str],
 ) -> Product | None:
     # canonical > the chosen source's url > og:url (whatever source was chosen) > fetched URL
     page_url = (
@@ -237,6 +244,7 @@ def _to_product(
         availability=availability,
         url=page_url,
         image=image or fields.get("image"),
+        attributes=attributes,
     )
 
 

@@ -2,9 +2,9 @@
 
 Each ``corpus/<name>.html`` (raw bytes, any encoding) has a ``<name>.json``: the fetched
 ``url``, optional ``content_type``, ``source`` and ``kind`` (how the page was reached), the
-expected ``product`` (fields not listed are null; ``null`` = not a product page) and, for
-listings, the expected ``pagination`` and ``product`` link sets. Run with ``-s`` to see the
-per-field scores.
+expected ``product`` (fields not listed are null; ``null`` = not a product page), optional
+``attributes`` the product must carry and, for listings, the expected ``pagination`` and
+``product`` link sets. Run with ``-s`` to see the per-field scores.
 """
 
 from __future__ import annotations
@@ -116,6 +116,8 @@ def test_corpus_page(case: str) -> None:
         want = {name: expected.get(name) for name in FIELDS}
         got = msgspec.to_builtins(parsed.product)
         assert {name: got.get(name) for name in FIELDS} == want
+        for name, value in spec.get("attributes", {}).items():
+            assert got["attributes"].get(name) == value, name
     if "links" in spec:
         for kind in ("pagination", "product"):
             have = {link.url for link in parsed.links if link.kind == kind}
