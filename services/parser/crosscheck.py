@@ -1,4 +1,4 @@
-"""The chosen fields checked against what the page shows.
+"""The chosen fields checked against what the page shows, and how sure the result is.
 
 Structured data is what a shop's platform emits; the page is what its shopper sees. Where
 they disagree in a known way, the page wins:
@@ -9,16 +9,22 @@ they disagree in a known way, the page wins:
   starting price beside the current bid, a feed price gone stale): the shown price holds,
   and the conflict is reported.
 - **Stock.** The buy box says sold out / unavailable while the structured data says in
-  stock: out of stock, with the conflict reported (``attributes["conflict"]``). The other
-  way round (an enabled buy button, structured OutOfStock) is
+  stock: out of stock, with the conflict reported (``attributes["conflict"]``) and the
+  confidence lowered. The other way round (an enabled buy button, structured OutOfStock) is
   only reported: a hidden template button proves nothing.
 - **Identifiers.** The code the page shows beside a label ("Product code", "Art.-Nr.", …) is
   the ``sku``; a different structured ``sku`` (often an internal id) is kept as the
   ``structured_sku`` attribute. A labelled model number or EAN fills ``mpn``/``gtin`` when
   the structured data has none. With no ``sku`` at all, a marketplace URL's item id is used.
+
+Confidence starts from how the product was found (JSON-LD 0.9 … visible layout 0.5) and drops
+for a missing price, a missing identifier and each conflict. Below ``CONFIDENT`` the parse of
+the page says too little to count a miss or an out-of-stock against the product.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from services.parser.availability import normalize_availability
 from services.parser.identifiers import labelled_codes, shows_code, url_item_id
@@ -26,25 +32,46 @@ from services.parser.metatags import Fields
 from services.parser.prices import format_price, parse_price
 from services.parser.visible import Visible
 
+CONFIDENT = 0.5
+_BASE = {
+    "jsonld": 0.9,
+    "microdata": 0.85,
+    "rdfa": 0.8,
+    "css": 0.85,
+    "opengraph": 0.65,
+    "visible": 0.55,
+}
 _STRUCTURED = ("jsonld", "microdata", "rdfa", "opengraph")
 _AVAILABLE = ("in_stock", "limited", "preorder", "backorder")
 _GTIN_DIGITS = (8, 12, 13, 14)
 
 
+@dataclass(slots=True)
+class Checked:
+    found_by: str
+    confidence: float
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
 def crosscheck(
     fields: Fields, found_by: str, shown: Visible, *, html: str, urls: tuple[str | None, ...]
-) -> dict[str, str]:
-    """Apply the page-wins rules to ``fields`` (in place); the attributes they leave (a
-    conflict, the structured sku a shown code replaced)."""
+) -> Checked:
+    """Apply the page-wins rules to ``fields`` (in place) and rate the result."""
     conflicts: list[str] = []
     attributes: dict[str, str] = {}
     if found_by in _STRUCTURED:
         _price(fields, shown, conflicts)
         _stock(fields, shown, conflicts)
     _identifiers(fields, html, urls, attributes)
+    confidence = _BASE.get(found_by, 0.5)
+    if "price" not in fields:
+        confidence -= 0.2
+    if not any(k in fields for k in ("sku", "gtin", "mpn")):
+        confidence -= 0.05
+    confidence -= 0.15 * len(conflicts)
     if conflicts:
         attributes["conflict"] = "; ".join(conflicts)
-    return attributes
+    return Checked(found_by, round(min(1.0, max(0.0, confidence)), 2), attributes)
 
 
 def _price(fields: Fields, shown: Visible, conflicts: list[str]) -> None:

@@ -6,8 +6,9 @@ and its links; ``parse_page`` itself never raises.
 
 The product: the first source that names one main product decides (JSON-LD > microdata >
 RDFa > OpenGraph > the visible layout > the source's CSS fields), lower sources fill what it
-lacks (``product.merge``) and what the page shows is checked against it (``crosscheck``).
-A listing's page (``listing``) has none.
+lacks (``product.merge``), what the page shows is checked against it (``crosscheck``), and
+the product says which source found it and how sure the parse is. A listing's page
+(``listing``) has none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from selectolax.lexbor import LexborHTMLParser
 from schemas.messages import Link, Product
 from schemas.source import Source
 from services.parser.availability import normalize_availability
-from services.parser.crosscheck import crosscheck
+from services.parser.crosscheck import Checked, crosscheck
 from services.parser.decode import decode_html
 from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
@@ -190,7 +191,7 @@ def _product(
         decided = len(levels) - 1
     fields = merge([level for _, level in levels], decided=decided)
     found_by = levels[decided][0]
-    attributes = crosscheck(fields, found_by, shown, html=text, urls=(canonical, url))
+    checked = crosscheck(fields, found_by, shown, html=text, urls=(canonical, url))
     fields.update(custom)
     og_url = meta.first("og:url") if meta is not None else None
     return _to_product(
@@ -199,7 +200,7 @@ def _product(
         og_url=og_url,
         url=url,
         base=base,
-        attributes=attributes,
+        checked=checked,
     )
 
 
@@ -215,7 +216,7 @@ def _to_product(
     og_url: str | None,
     url: str,
     base: str,
-    attributes: dict[str, str],
+    checked: Checked,
 ) -> Product | None:
     # canonical > the chosen source's url > og:url (whatever source was chosen) > fetched URL
     page_url = (
@@ -244,7 +245,9 @@ def _to_product(
         availability=availability,
         url=page_url,
         image=image or fields.get("image"),
-        attributes=attributes,
+        attributes=checked.attributes,
+        found_by=checked.found_by,
+        confidence=checked.confidence,
     )
 
 
