@@ -11,9 +11,11 @@ import pytest
 
 from bench.product_score import DATASET, Report, score
 
-# Just under what the extraction reaches, so that a change cannot silently lose it.
-FLOORS = {"price": 0.76, "sku": 0.55, "availability": 0.93}
-MIN_FOUND = 0.88
+# Just under what the extraction reaches (price 0.926, sku 0.985, availability 0.957; a
+# product on 67 of 69 pages), so that a change cannot silently lose it. Four pages' price
+# annotations misread a thousands separator ("$24.990" as 24.99): 65/69 is the ceiling.
+FLOORS = {"price": 0.92, "sku": 0.98, "availability": 0.95}
+MIN_FOUND = 0.97
 
 
 @pytest.fixture(scope="module")
