@@ -178,7 +178,8 @@ def _product(
     levels.append(("opengraph", og_fields(meta) if meta is not None and meta.is_product else {}))
     if decided is None and not veto and levels[-1][1]:
         decided = len(levels) - 1
-    if decided is None and not veto and not listing:
+    # Buy controls cost walks of the tree: looked for only when a layout could be a product's.
+    if decided is None and not veto and not listing and shown.name and shown.price is not None:
         _guard("buttons", lambda: find_buttons(tree, shown, page_urls, base))
     levels.append(("visible", shown.fields()))
     if decided is None and not veto and not listing and shown.is_product_layout:
