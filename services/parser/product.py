@@ -7,8 +7,13 @@ only when it describes the same product (no clashing identifiers or names), so a
 product's tile cannot leak its price in. Per-source CSS field rules override everything.
 
 "Main" means: a WebPage's ``mainEntity``; else the one top-level ``Product``/``ProductGroup``
-that is not a list member or a related/similar product (variants fold into their group);
-several of equal standing are a listing unless exactly one matches the page's URL.
+that is not a list member or a related/similar product (variants fold into their group, and
+products sharing one name and page are the variants of one); an empty node (a widget's stub)
+is no candidate; several of equal standing are a listing unless exactly one matches the
+page's URL, is not a recommendation tile, or is the one the page's title names.
+
+Offers: the price is the lowest *available* offer's, a price of 0 is none, and nested offers
+(a marketplace's offer around the seller's) are read through.
 """
 
 from __future__ import annotations
