@@ -12,6 +12,7 @@ import sys
 BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench.parser_bench", []),
     ("bench.pagination_score", []),
+    ("bench.product_score", []),
     ("bench.parser_service_bench", []),
     ("bench.refresher_bench", []),
     ("bench.fetcher_bench", []),

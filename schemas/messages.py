@@ -179,6 +179,11 @@ class Product(msgspec.Struct, kw_only=True, frozen=True):
     stock: int | None = None  # units in stock, when the source says
     prices: dict[str, str] = {}  # named price lists: {"member": "9.99", "medical": "8.50"}
     attributes: dict[str, str] = {}  # e.g. {"potency": "THC 20%"}
+    # How the product was found: jsonld | microdata | rdfa | opengraph | visible | css,
+    # and how sure the parser is (0..1). Below 0.5 the page's parse is not confident: its
+    # availability and absence must not count (a miss, out of stock) against the product.
+    found_by: str | None = None
+    confidence: float | None = None
 
 
 class ParseResult(Message, tag="parse_result", kw_only=True, frozen=True):

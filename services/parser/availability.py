@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from functools import lru_cache
 
 from schemas.messages import Availability
 
@@ -38,11 +39,16 @@ def normalize_availability(value: object) -> Availability | None:
         value = next((v for v in value if isinstance(v, str) and v.strip()), None)
     if not isinstance(value, str):
         return None
+    return _normalize(value)
+
+
+@lru_cache(maxsize=1024)  # a handful of distinct strings, on every offer of every page
+def _normalize(value: str) -> Availability | None:
     text = value.strip()
     if not text:
         return None
     if text in _RANK:  # already one of ours
-        return text  # type: ignore[return-value]
+        return text
     # "https://schema.org/InStock", "schema:InStock", "http://schema.org/ItemAvailability/InStock"
     tail = text.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
     return _STATES.get(_NOISE.sub("", tail.lower()), "unknown")

@@ -43,7 +43,7 @@ def parse_payload(
             return Parsed(product=None, links=[], error="a JSON payload, but the source has no api")
         page = parse_api(body, url, api, request=request, keyword=keyword)
         return Parsed(product=None, links=page.links, products=page.products, error=page.error)
-    html = parse_page(body, url, content_type=content_type, source=source)
+    html = parse_page(body, url, content_type=content_type, source=source, kind=kind)
     products: list[Product] = []
     if api is not None and api.embedded and api.mapping is not None:
         products = embedded_products(body, url, api.embedded, api.mapping)

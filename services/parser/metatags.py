@@ -16,6 +16,9 @@ from services.parser.prices import format_price, normalize_currency, parse_price
 
 PRODUCT_OG_TYPES = frozenset({"product", "product.item", "product.group", "og:product", "products"})
 _PREFIXES = ("og:", "product:")
+# The price tags shops use: the OpenGraph product spec's, and the bare ``og:price`` a few
+# platforms emit with the amount and its unit in one string ("30,000원~").
+_PRICE_TAGS = ("product:price:amount", "og:price:amount", "og:price", "product:price")
 
 Fields = dict[str, str]
 
@@ -39,7 +42,7 @@ class MetaTags:
         if og_type in PRODUCT_OG_TYPES:
             return True
         # A page with no og:type but product price tags still says what it is.
-        return not og_type and self.first("product:price:amount", "og:price:amount") is not None
+        return not og_type and self.first(*_PRICE_TAGS) is not None
 
 
 def extract_metatags(tree: LexborHTMLParser) -> MetaTags:
@@ -64,11 +67,13 @@ def og_fields(meta: MetaTags) -> Fields:
     _put(out, "sku", meta.first("product:retailer_item_id", "product:sku"))
     _put(out, "gtin", meta.first("product:gtin", "product:ean", "product:upc", "product:isbn"))
     _put(out, "mpn", meta.first("product:mfr_part_no"))
-    raw_price = meta.first("product:price:amount", "og:price:amount")
+    raw_price = meta.first(*_PRICE_TAGS)
     price = parse_price(raw_price)
+    if price is not None and price <= 0:
+        price = None  # a placeholder, not a price
     sale = parse_price(meta.first("product:sale_price:amount"))
     # What the customer pays now: a sale price below the regular one is the price.
-    if sale is not None and (price is None or sale < price):
+    if sale is not None and sale > 0 and (price is None or sale < price):
         price = sale
     if price is not None:
         out["price"] = format_price(price)

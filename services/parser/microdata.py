@@ -63,7 +63,7 @@ def _walk(tree: LexborHTMLParser, *, scope: str, prop: str, kind: str, ident: st
     for node in scope_nodes:
         attrs = node.attributes
         item: dict[str, Any] = {"@type": (attrs.get(kind) or "").split()}
-        if prop not in attrs and _in_tile_container(node):  # only a root can be a tile
+        if prop not in attrs and in_tile_container(node):  # only a root can be a tile
             item[TILE] = True
         node_id = attrs.get(ident)
         if node_id:
@@ -72,8 +72,7 @@ def _walk(tree: LexborHTMLParser, *, scope: str, prop: str, kind: str, ident: st
         items[node.mem_id] = item
     for node in tree.css(f"[{prop}]"):
         attrs = node.attributes
-        names = [_prop_name(n) for n in (attrs.get(prop) or "").split()]
-        names = [n for n in names if n]
+        names = [n for n in map(_prop_name, (attrs.get(prop) or "").split()) if n]
         if not names:
             continue
         owner = _owner(node, scope)
@@ -101,17 +100,31 @@ def _prop_name(raw: str) -> str | None:
     return raw.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1].rsplit("#", 1)[-1]
 
 
-def _in_tile_container(node: LexborNode) -> bool:
+def in_tile_container(node: LexborNode, memo: dict[int, bool] | None = None) -> bool:
+    """Inside a recommendations/related/carousel container (a few levels up). ``memo`` keeps
+    answers per ancestor for a caller that asks about many nodes of one tree."""
+    climbed: list[int] = []
     parent = node.parent
+    found = False
     for _ in range(_TILE_CLIMB):
         if parent is None or not parent.is_element_node:
-            return False
+            break
+        if memo is not None:
+            known = memo.get(parent.mem_id)
+            if known is not None:
+                found = known
+                break
+            climbed.append(parent.mem_id)
         attrs = parent.attributes
         marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
         if marks.strip() and _TILE_CONTAINER.search(marks):
-            return True
+            found = True
+            break
         parent = parent.parent
-    return False
+    if memo is not None:
+        for mem_id in climbed:
+            memo[mem_id] = found
+    return found
 
 
 def _owner(node: LexborNode, scope: str) -> LexborNode | None:

@@ -3,6 +3,12 @@
 The HTML is parsed once into a lexbor tree that every extractor shares. Each extractor runs
 under its own guard, so a page whose microdata trips a bug still yields its JSON-LD product
 and its links; ``parse_page`` itself never raises.
+
+The product: the first source that names one main product decides (JSON-LD > microdata >
+RDFa > OpenGraph > the visible layout > the source's CSS fields), lower sources fill what it
+lacks (``product.merge``), what the page shows is checked against it (``crosscheck``), and
+the product says which source found it and how sure the parse is. A listing's page
+(``listing``) has none.
 """
 
 from __future__ import annotations
@@ -13,25 +19,26 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
-from selectolax.lexbor import LexborHTMLParser, LexborNode
+from selectolax.lexbor import LexborHTMLParser
 
 from schemas.messages import Link, Product
 from schemas.source import Source
 from services.parser.availability import normalize_availability
+from services.parser.crosscheck import Checked, crosscheck
 from services.parser.decode import decode_html
 from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
+from services.parser.listing import reached_as_listing
 from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.prices import format_price, normalize_currency, price_and_currency
-from services.parser.product import merge, node_fields, select_main
+from services.parser.product import merge, node_fields, node_urls, select_main
+from services.parser.visible import Visible, find_buttons, read_visible
 from shared.metrics import Counter
 from shared.urls import canonicalize
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
 # Extraction steps that raised, by step: the page keeps what the other steps found. Module-level
 # because parse_page is a plain function (replay and the CLI call it too); the parser service
 # exports it (trawl_parser_extractor_errors_total, and extractor_errors in its stats).
@@ -40,32 +47,12 @@ EXTRACTOR_ERRORS = Counter(
     "Extraction steps that raised on a page (its other steps still count), by extractor.",
     unit="{error}",
 )
+T = TypeVar("T")
 
 MAX_BODY = 20 * 1024 * 1024
 _NOT_HTML = ("image/", "audio/", "video/", "font/", "application/pdf", "application/zip")
 _FIELD_NAMES = ("sku", "gtin", "mpn", "name", "brand", "price", "sale_price", "currency",
                 "availability", "url", "image")  # fmt: skip
-# A page without structured data is a product page when it has one title, one buy button
-# and a price: listings have many buy buttons, articles and soft-404s none.
-_BUY = (
-    'form[action*="cart" i] [type="submit"], form[action*="cart" i] button, '
-    'form[action*="basket" i] [type="submit"], form[action*="basket" i] button, '
-    'button[name="add-to-cart" i], [class*="add-to-cart" i], [class*="addtocart" i], '
-    '[class*="add-to-basket" i], [class*="add-to-bag" i], [id*="add-to-cart" i], '
-    '[data-action*="add-to-cart" i]'
-)
-# A buy button known by its words, when its markup says nothing (hashed CSS-module classes).
-_BUTTONS = 'button, input[type="submit"], a[role="button"], [class*="btn" i]'
-_BUY_WORDS = re.compile(
-    r"add to (?:cart|basket|bag|trolley)|buy now|in den (?:warenkorb|einkaufswagen)"
-    r"|ajouter au panier|añadir al carrito|agregar al carrito|aggiungi al carrello"
-    r"|adicionar (?:ao|à) (?:carrinho|sacola)|in (?:de )?winkelwagen|dodaj do koszyka"
-    r"|do košíku|lägg i varukorgen|læg i kurv|legg i handlekurv|lisää ostoskoriin|sepete ekle"
-    r"|カートに入れる|カートに追加|加入购物车|加入購物車|장바구니 담기",
-    re.I,
-)
-_PRICE = '[class*="price" i], [id*="price" i]'
-_NOT_CURRENT = ("old", "was", "regular", "compare", "strike", "list", "rrp", "msrp", "save")
 
 
 class PageParse(msgspec.Struct, frozen=True):
@@ -74,16 +61,22 @@ class PageParse(msgspec.Struct, frozen=True):
 
 
 def parse_page(
-    body: bytes, url: str, *, content_type: str | None = None, source: Source | None = None
+    body: bytes,
+    url: str,
+    *,
+    content_type: str | None = None,
+    source: Source | None = None,
+    kind: str | None = None,
 ) -> PageParse:
-    """Extract the page's main product and its classified links; never raises."""
+    """Extract the page's main product and its classified links; never raises. ``kind`` is
+    how the page was reached (a ``pagination`` page is a listing: it has no product)."""
     decoded = _guard("decode", url, lambda: _tree(body, content_type))
     if decoded is None:
         return PageParse(product=None, links=[])
     tree, text = decoded
     base = _guard("base", url, lambda: _base_url(tree, url)) or url
     forest = _guard("jsonld", url, lambda: extract_jsonld(tree)) or Forest()
-    product = _guard("product", url, lambda: _product(tree, url, base, forest, source))
+    product = _guard("product", url, lambda: _product(tree, text, url, base, forest, source, kind))
     rules = _guard("rules", url, lambda: Rules.build(source, url))
     links = (
         _guard("links", url, lambda: _links(tree, text, url, base, rules, forest))
@@ -160,16 +153,39 @@ def _base_url(tree: LexborHTMLParser, url: str) -> str:
 
 
 def _product(
-    tree: LexborHTMLParser, url: str, base: str, forest: Forest, source: Source | None
+    tree: LexborHTMLParser,
+    text: str,
+    url: str,
+    base: str,
+    forest: Forest,
+    source: Source | None,
+    kind: str | None,
 ) -> Product | None:
     canonical = _canonical(tree, base)
     page_urls = {u for u in (canonicalize(url), canonical) if u}
-    levels: list[Fields] = []
+    # A listing's page has no product; only a structured product that names this very page
+    # as its URL overrides that (a product page reached through a mis-classified link).
+    listing = reached_as_listing(url, kind, source)
+    meta = _guard("metatags", url, lambda: extract_metatags(tree))
+    heading = meta.first("og:title") if meta is not None else None
+    heading = heading or _page_title(tree)
+    shown = _guard("visible", url, lambda: read_visible(tree, title_hint=heading)) or Visible()
+    titles = tuple(t for t in (shown.name, heading) if t)
+    levels: list[tuple[str, Fields]] = []
     decided: int | None = None
-    veto = False
-    for extract in (lambda: forest, lambda: extract_microdata(tree), lambda: extract_rdfa(tree)):
+    veto = listing
+    for name, extract in (
+        ("jsonld", lambda: forest),
+        ("microdata", lambda: extract_microdata(tree)),
+        ("rdfa", lambda: extract_rdfa(tree)),
+    ):
         found = _guard("structured", url, extract)
-        verdict = select_main(found, page_urls) if found is not None else None
+        verdict = select_main(found, page_urls, titles) if found is not None else None
+        if listing and verdict is not None and verdict.node is not None:
+            if not node_urls(verdict.node) & page_urls:
+                verdict = None
+            else:
+                veto = False
         fields: Fields = {}
         if verdict is not None and verdict.kind == "product" and verdict.node is not None:
             fields = node_fields(verdict.node, found.index)  # type: ignore[union-attr]
@@ -177,24 +193,25 @@ def _product(
                 decided = len(levels)
         elif verdict is not None and verdict.kind == "veto" and decided is None:
             veto = True
-        levels.append(fields)
-    meta = _guard("metatags", url, lambda: extract_metatags(tree))
-    levels.append(og_fields(meta) if meta is not None and meta.is_product else {})
-    if decided is None and not veto and levels[-1]:
+        levels.append((name, fields))
+    levels.append(("opengraph", og_fields(meta) if meta is not None and meta.is_product else {}))
+    if decided is None and not veto and levels[-1][1]:
         decided = len(levels) - 1
-    # The visible layout only matters when nothing decided or the structured data lacks a price.
-    needs_visible = decided is None or not any("price" in level for level in levels)
-    visible = (_guard("visible", url, lambda: _visible_fields(tree)) or {}) if needs_visible else {}
-    levels.append(visible)
-    if decided is None and not veto and visible:
+    # Buy controls cost walks of the tree: looked for only when a layout could be a product's.
+    if decided is None and not veto and not listing and shown.name and shown.price is not None:
+        _guard("buttons", url, lambda: find_buttons(tree, shown, page_urls, base))
+    levels.append(("visible", shown.fields()))
+    if decided is None and not veto and not listing and shown.is_product_layout:
         decided = len(levels) - 1
     custom = _css_fields(tree, source) if source is not None and source.fields else {}
     if decided is None:
-        if not (custom and _source_says_product(tree, url, source)):
+        if listing or not (custom and _source_says_product(tree, url, source)):
             return None
-        levels.append({})
+        levels.append(("css", {}))
         decided = len(levels) - 1
-    fields = merge(levels, decided=decided)
+    fields = merge([level for _, level in levels], decided=decided)
+    found_by = levels[decided][0]
+    checked = crosscheck(fields, found_by, shown, html=text, urls=(canonical, url))
     fields.update(custom)
     og_url = meta.first("og:url") if meta is not None else None
     return _to_product(
@@ -203,11 +220,23 @@ def _product(
         og_url=og_url,
         url=url,
         base=base,
+        checked=checked,
     )
 
 
+def _page_title(tree: LexborHTMLParser) -> str | None:
+    node = tree.css_first("title")
+    return node.text(deep=True) if node is not None else None
+
+
 def _to_product(
-    fields: Fields, *, canonical: str | None, og_url: str | None, url: str, base: str
+    fields: Fields,
+    *,
+    canonical: str | None,
+    og_url: str | None,
+    url: str,
+    base: str,
+    checked: Checked,
 ) -> Product | None:
     # canonical > the chosen source's url > og:url (whatever source was chosen) > fetched URL
     page_url = (
@@ -236,6 +265,9 @@ def _to_product(
         availability=availability,
         url=page_url,
         image=image or fields.get("image"),
+        attributes=checked.attributes,
+        found_by=checked.found_by,
+        confidence=checked.confidence,
     )
 
 
@@ -297,49 +329,4 @@ def _source_says_product(tree: LexborHTMLParser, url: str, source: Source | None
                     return True
             except Exception:
                 continue
-    return False
-
-
-def _visible_fields(tree: LexborHTMLParser) -> Fields:
-    titles = tree.css("h1")
-    if len(titles) != 1 or not 1 <= _buy_buttons(tree) <= 2:
-        return {}
-    name = " ".join(titles[0].text(deep=True, separator=" ").split())
-    for node in tree.css(_PRICE)[:20]:
-        marker = ((node.attributes.get("class") or "") + (node.attributes.get("id") or "")).lower()
-        if any(word in marker for word in _NOT_CURRENT) or _struck(node):
-            continue
-        inner = node.css(f"del, s, strike, {_PRICE}")  # lexbor includes the node itself
-        if any(sub.mem_id != node.mem_id for sub in inner):
-            continue  # a container of several prices; its leaves come next
-        price, currency = price_and_currency(node.text(deep=True, separator=" "))
-        if price is not None and name:
-            out: Fields = {"name": name, "price": format_price(price)}
-            if currency:
-                out["currency"] = currency
-            return out
-    return {}
-
-
-def _buy_buttons(tree: LexborHTMLParser) -> int:
-    """How many add-to-cart controls the page has: by markup, else by their words."""
-    marked = len({node.mem_id for node in tree.css(_BUY)})  # one button can match twice
-    if marked:
-        return marked
-    worded = 0
-    for node in tree.css(_BUTTONS)[:300]:
-        words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
-        if len(words) < 60 and _BUY_WORDS.search(words):
-            worded += 1
-    return worded
-
-
-def _struck(node: LexborNode) -> bool:
-    parent = node
-    for _ in range(3):
-        if parent is None:
-            return False
-        if parent.tag in ("del", "s", "strike"):
-            return True
-        parent = parent.parent
     return False

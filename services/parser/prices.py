@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from functools import lru_cache
 from typing import Any
 
+from schemas.messages import Availability
+from services.parser.availability import best_availability, normalize_availability
 from services.parser.jsonld import resolve, types_of
 
 MAX_OFFERS = 500  # a page with thousands of offers is a catalog dump; the first ones decide
 Quote = tuple[Decimal, str | None]
+Term = tuple[Decimal | None, str | None, Availability | None]  # one offer: price, currency, stock
+_UNAVAILABLE = ("out_of_stock", "discontinued")
 
 _MACHINE = re.compile(r"-?\d+(?:\.\d+)?")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+|[ '’\u00a0\u202f\u2009]\d{3}(?!\d))*")
@@ -48,6 +53,13 @@ ISO_CODES = frozenset(
         "ISK",
         "JOD",
         "JPY",
+        "KZT",
+        "BYN",
+        "GEL",
+        "AZN",
+        "UYU",
+        "LKR",
+        "BDT",
         "KES",
         "KRW",
         "KWD",
@@ -108,7 +120,19 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("zł", "PLN"),
     ("Kč", "CZK"),
     ("元", "CNY"),
+    ("₸", "KZT"),
+    ("тг", "KZT"),
+    ("원", "KRW"),
+    ("₴", "UAH"),
+    ("грн", "UAH"),
+    ("руб", "RUB"),
+    ("лв", "BGN"),
+    ("₾", "GEL"),
+    ("₼", "AZN"),
+    ("₦", "NGN"),
 )  # A lone "$" is not here: dollars of a dozen countries share it (the rule: "unambiguous").
+# Codes shops still send for a currency that has a new one: the Russian rouble's pre-1998 code.
+_RETIRED = {"RUR": "RUB"}
 _CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
 
 
@@ -139,6 +163,7 @@ def _parse_localized(text: str) -> Decimal | None:
         return None
     token = m.group(0).translate(_GROUP_CHARS)
     last_dot, last_comma = token.rfind("."), token.rfind(",")
+    dec_sep: str | None
     if last_dot >= 0 and last_comma >= 0:
         dec_sep = "." if last_dot > last_comma else ","
     elif last_dot >= 0 or last_comma >= 0:
@@ -169,11 +194,15 @@ def format_price(value: Decimal) -> str:
 
 def normalize_currency(value: object) -> str | None:
     """An ISO 4217 code from a ``priceCurrency``-like value (code or symbol)."""
-    if not isinstance(value, str):
-        return None
+    return _normalize_currency(value) if isinstance(value, str) else None
+
+
+@lru_cache(maxsize=1024)  # the same few strings on every offer of every page
+def _normalize_currency(value: str) -> str | None:
     text = value.strip()
     if len(text) == 3 and text.isalpha():
-        return text.upper()
+        code = text.upper()
+        return _RETIRED.get(code, code)
     return currency_in_text(text)
 
 
@@ -182,6 +211,8 @@ def currency_in_text(text: str) -> str | None:
     m = _CODE_IN_TEXT.search(text)
     if m and m.group(1) in ISO_CODES:
         return m.group(1)
+    if m and m.group(1) in _RETIRED:
+        return _RETIRED[m.group(1)]
     for symbol, code in _SYMBOLS:
         if symbol in text:
             return code
@@ -201,17 +232,24 @@ def price_and_currency(value: object) -> tuple[Decimal | None, str | None]:
 # Prices that are not what the customer pays now for the product itself.
 _NOT_SELLING = ("strikethrough", "listprice", "msrp", "srp", "invoice", "minimumadvertised")
 _NOT_MONEY = ("point", "pts", "credit", "coin", "mile", "voucher")
+_NOT_MONEY_RE = re.compile("|".join(_NOT_MONEY), re.I)
 _CHARGE_TYPES = {"deliverychargespecification", "paymentchargespecification"}
 
 
 def offer_quotes(offers: object, index: dict[str, dict[str, Any]]) -> list[Quote]:
     """Every (price, currency) a product's ``offers`` carry, one per offer."""
-    quotes: list[Quote] = []
+    return [(p, c) for p, c, _ in offer_terms(offers, index) if p is not None]
+
+
+def offer_terms(offers: object, index: dict[str, dict[str, Any]]) -> list[Term]:
+    """Every offer's (price or None, currency, availability), nested offers included: a
+    marketplace wraps the seller's offers in an Offer, an AggregateOffer may list its own."""
+    terms: list[Term] = []
     for offer in _as_list(offers)[:MAX_OFFERS]:
         offer = resolve(offer, index)
         if isinstance(offer, dict):
-            _offer_quote(offer, index, quotes, 0)
-    return quotes
+            _offer_term(offer, index, terms, 0, None)
+    return terms
 
 
 def lowest(quotes: list[Quote]) -> Quote | None:
@@ -225,23 +263,41 @@ def lowest(quotes: list[Quote]) -> Quote | None:
     return price, currency
 
 
-def _offer_quote(offer: dict[str, Any], index: dict, out: list[Quote], depth: int) -> None:
+def best_offer(terms: list[Term]) -> tuple[Quote | None, Availability | None]:
+    """The price a shopper pays and the product's availability, from all its offers.
+
+    A price of 0 is no price (a placeholder, "price on request"), and such an offer says
+    nothing about stock either. The price is the lowest *available* offer's (a sold-out size
+    does not set the price), else the lowest of all; availability is the most available
+    offer's.
+    """
+    real = [t for t in terms if t[0] is None or t[0] > 0]
+    states = [t[2] for t in real]
+    availability = best_availability(states)
+    priced = [(t[0], t[1], t[2]) for t in real if t[0] is not None]
+    if not priced:
+        return None, availability
+    currency = next((c for _, c, _ in priced if c), None)
+    same = [t for t in priced if t[1] in (currency, None)]
+    available = [t for t in same if t[2] not in _UNAVAILABLE] or same
+    price = min(t[0] for t in available if t[0] is not None)
+    return (price, currency), availability
+
+
+def _offer_term(
+    offer: dict[str, Any], index: dict, out: list[Term], depth: int, inherited: Availability | None
+) -> None:
     if depth > 4:
         return
     currency_raw = _first(offer.get("priceCurrency"))
-    if isinstance(currency_raw, str) and any(w in currency_raw.lower() for w in _NOT_MONEY):
+    if isinstance(currency_raw, str) and _NOT_MONEY_RE.search(currency_raw):
         return
     currency = normalize_currency(currency_raw)
+    availability = normalize_availability(_first(offer.get("availability"))) or inherited
     if "aggregateoffer" in types_of(offer):
         raw = _first(offer.get("lowPrice"))
         if raw is None:
             raw = _first(offer.get("price"))
-        if raw is None:
-            for sub in _as_list(offer.get("offers"))[:MAX_OFFERS]:
-                sub = resolve(sub, index)
-                if isinstance(sub, dict):
-                    _offer_quote(sub, index, out, depth + 1)
-            return
     else:
         raw = _first(offer.get("price"))
         if raw is None:
@@ -249,10 +305,15 @@ def _offer_quote(offer: dict[str, Any], index: dict, out: list[Quote], depth: in
     price, text_currency = price_and_currency(raw)
     if price is None:
         spec = _spec_quote(offer.get("priceSpecification"), index, 0)
-        if spec is None:
-            return
-        price, text_currency = spec
-    out.append((price, currency or text_currency))
+        if spec is not None:
+            price, text_currency = spec
+    if price is None and offer.get("offers"):
+        for sub in _as_list(offer.get("offers"))[:MAX_OFFERS]:
+            sub = resolve(sub, index)
+            if isinstance(sub, dict):
+                _offer_term(sub, index, out, depth + 1, availability)
+        return
+    out.append((price, currency or text_currency, availability))
 
 
 def _spec_quote(specs: object, index: dict, depth: int) -> Quote | None:
@@ -283,7 +344,7 @@ def _spec_quote(specs: object, index: dict, depth: int) -> Quote | None:
         if price is None:
             continue
         currency_raw = _first(spec.get("priceCurrency"))
-        if isinstance(currency_raw, str) and any(w in currency_raw.lower() for w in _NOT_MONEY):
+        if isinstance(currency_raw, str) and _NOT_MONEY_RE.search(currency_raw):
             continue
         found.append((price, normalize_currency(currency_raw) or text_currency))
     return lowest(found)

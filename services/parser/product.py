@@ -7,22 +7,27 @@ only when it describes the same product (no clashing identifiers or names), so a
 product's tile cannot leak its price in. Per-source CSS field rules override everything.
 
 "Main" means: a WebPage's ``mainEntity``; else the one top-level ``Product``/``ProductGroup``
-that is not a list member or a related/similar product (variants fold into their group);
-several of equal standing are a listing unless exactly one matches the page's URL.
+that is not a list member or a related/similar product (variants fold into their group, and
+products sharing one name and page are the variants of one); an empty node (a widget's stub)
+is no candidate; several of equal standing are a listing unless exactly one matches the
+page's URL, is not a recommendation tile, or is the one the page's title names.
+
+Offers: the price is the lowest *available* offer's, a price of 0 is none, and nested offers
+(a marketplace's offer around the seller's) are read through.
 """
 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from services.parser.availability import best_availability, normalize_availability
 from services.parser.jsonld import Forest, resolve, types_of
 from services.parser.metatags import Fields
 from services.parser.microdata import TILE
-from services.parser.prices import Quote, format_price, lowest, offer_quotes
+from services.parser.prices import best_offer, format_price, offer_terms
 from shared.urls import canonicalize
 
 PRODUCT_TYPES = frozenset(
@@ -56,8 +61,10 @@ VETO = Verdict("veto")
 # --- which entity ---------------------------------------------------------------------------
 
 
-def select_main(forest: Forest, page_urls: set[str]) -> Verdict:
-    """The main product of one source's node forest, or why there is none."""
+def select_main(forest: Forest, page_urls: set[str], titles: tuple[str, ...] = ()) -> Verdict:
+    """The main product of one source's node forest, or why there is none. ``titles`` are
+    what the page calls its subject (its ``<h1>``, ``og:title``): among several candidates,
+    the one they name is the main one (recommendation sliders carry their own products)."""
     index = forest.index
     roots = [r for r in (resolve(r, index) for r in forest.roots) if isinstance(r, dict)]
     for root in roots:
@@ -77,15 +84,22 @@ def select_main(forest: Forest, page_urls: set[str]) -> Verdict:
         candidates = [c for c in candidates if c.get("@id") not in excluded]
     candidates = _fold_variants(candidates, index)
     candidates = _dedupe(candidates)
+    if len(candidates) > 1:  # an empty second node (a template's stub) is no candidate
+        candidates = [c for c in candidates if not _is_empty(c)] or candidates[:1]
+    if len(candidates) > 1:
+        candidates = [_same_name_group(candidates)] if _one_name(candidates) else candidates
     if len(candidates) == 1:
         return Verdict("product", candidates[0])
     if len(candidates) > 1:
-        matching = [c for c in candidates if _node_urls(c) & page_urls]
+        matching = [c for c in candidates if node_urls(c) & page_urls]
         if len(matching) == 1:
             return Verdict("product", matching[0])
         # Microdata/RDFa tiles inside a recommendations block are not of equal standing.
         untiled = [c for c in candidates if not c.get(TILE)]
-        return Verdict("product", untiled[0]) if len(untiled) == 1 else NONE
+        if len(untiled) == 1:
+            return Verdict("product", untiled[0])
+        named = _named_by(untiled or candidates, titles)
+        return Verdict("product", named) if named is not None else NONE
     if forest.broken == 0 and any(types_of(r) & (NOT_PRODUCT_PAGES - {"itemlist"}) for r in roots):
         return VETO
     return NONE
@@ -149,6 +163,45 @@ def _fold_variants(candidates: list[dict[str, Any]], index: dict) -> list[dict[s
     return [c for c in candidates if not is_variant(c)]
 
 
+def _is_empty(node: dict[str, Any]) -> bool:
+    """A node that describes nothing: no name, no offers, no identifier."""
+    keys = ("name", "offers", "sku", "gtin13", "gtin", "mpn", "productID", "hasVariant")
+    return not any(node.get(k) for k in keys)
+
+
+def _one_name(candidates: list[dict[str, Any]]) -> bool:
+    names = {(_text(c.get("name")) or "").casefold() for c in candidates}
+    urls = {u for c in candidates for u in node_urls(c)}
+    return len(names) == 1 and "" not in names and len(urls) <= 1
+
+
+def _same_name_group(candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """Top-level products that share one name (and page) are the sizes or colours of one
+    product: a group whose variants they are, so its price and stock come from all of them."""
+    first = candidates[0]
+    group = {k: v for k, v in first.items() if k not in _VARIANT_KEYS}
+    group["@type"] = "ProductGroup"
+    group["hasVariant"] = candidates
+    return group
+
+
+_VARIANT_KEYS = ("@type", "@id", "sku", "mpn", "gtin", "gtin8", "gtin12", "gtin13", "gtin14",
+                 "productID", "offers", "color", "size")  # fmt: skip
+
+
+def _named_by(candidates: list[dict[str, Any]], titles: tuple[str, ...]) -> dict[str, Any] | None:
+    """The one candidate whose name is the page's title."""
+    wanted = [" ".join(t.split()).casefold() for t in titles if t and t.strip()]
+    if not wanted:
+        return None
+    named = []
+    for node in candidates:
+        name = (_text(node.get("name")) or "").casefold()
+        if name and any(name == w or (len(name) > 8 and name in w) for w in wanted):
+            named.append(node)
+    return named[0] if len(named) == 1 else None
+
+
 def _dedupe(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One product emitted twice (a plugin and the theme) is still one product."""
     seen: dict[tuple, dict[str, Any]] = {}
@@ -160,7 +213,7 @@ def _dedupe(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
-def _node_urls(node: dict[str, Any]) -> set[str]:
+def node_urls(node: dict[str, Any]) -> set[str]:
     out = set()
     for raw in (_first(node.get("url")), node.get("@id")):
         if isinstance(raw, str) and raw.startswith("http"):
@@ -189,8 +242,14 @@ def same_product(a: Fields, b: Fields) -> bool:
     for key in ("gtin", "sku", "mpn"):
         if key in a and key in b:
             return a[key].lstrip("0").casefold() == b[key].lstrip("0").casefold()
-    name_a, name_b = a.get("name", "").casefold(), b.get("name", "").casefold()
+    # Names compared by their letters and digits: "VADHOLMA Rack - black" is the title
+    # "VADHOLMA<br>Rack, black" shown as text.
+    name_a, name_b = _letters(a.get("name", "")), _letters(b.get("name", ""))
     return not (name_a and name_b) or name_a in name_b or name_b in name_a
+
+
+def _letters(text: str) -> str:
+    return "".join(c for c in text.casefold() if c.isalnum())
 
 
 # --- fields of one entity ------------------------------------------------------------------
@@ -215,40 +274,45 @@ def node_fields(node: dict[str, Any], index: dict) -> Fields:
     _put(out, "brand", _brand(node.get("brand"), index))
     _put(out, "url", _url(node.get("url"), index))
     _put(out, "image", _image(node.get("image"), index))
-    quotes = offer_quotes(node.get("offers"), index)
-    states = _availabilities(node.get("offers"), index)
+    terms = offer_terms(node.get("offers"), index)
     for variant in variants[:MAX_VARIANTS]:
-        quotes.extend(offer_quotes(variant.get("offers"), index))
-        states.extend(_availabilities(variant.get("offers"), index))
-    best: Quote | None = lowest(quotes)
+        terms.extend(offer_terms(variant.get("offers"), index))
+    best, availability = best_offer(terms)
     if best is not None:
         out["price"] = format_price(best[0])
         _put(out, "currency", best[1])
-    _put(out, "availability", best_availability(states))
+    _put(out, "availability", availability)
     for variant in variants[:MAX_VARIANTS]:  # a group's shared facts may live on its variants
         _put(out, "brand", out.get("brand") or _brand(variant.get("brand"), index))
         _put(out, "image", out.get("image") or _image(variant.get("image"), index))
     return out
 
 
-def _availabilities(offers: object, index: dict) -> list:
-    states = []
-    for offer in _as_list(offers)[:MAX_VARIANTS]:
-        offer = resolve(offer, index)
-        if not isinstance(offer, dict):
-            continue
-        states.append(normalize_availability(_first(offer.get("availability"))))
-        if "aggregateoffer" in types_of(offer):
-            states.extend(_availabilities(offer.get("offers"), index))
-    return states
-
-
 def _brand(value: object, index: dict) -> str | None:
     value = resolve(_first(value), index)
-    if isinstance(value, dict):
-        return _text(value.get("name"))
-    text = _text(value)
-    return None if text is None or text.startswith(("http://", "https://")) else text
+    text = _text(value.get("name")) if isinstance(value, dict) else _text(value)
+    return clean_brand(text)
+
+
+# Template placeholders left in the markup ("$metabrand", "{{ brand }}", "%brand%").
+_PLACEHOLDER = re.compile(r"^\$[a-z_]|\{\{|\}\}|\$\{|<%|%[a-z_]+%|\[\[", re.I)
+_NO_BRAND = frozenset({"undefined", "null", "none", "n/a", "na", "brand", "generic", "-"})
+# "See more from brand: X", "Ver mais artigos da Marca: X": a link's words around the brand.
+_BRAND_LEAD = re.compile(
+    r"^.{0,60}\b(?:brand|marca|marke|marque|merk|marka|značka|бренд|бренда|производитель)\b"
+    r"[^:]{0,20}:\s*(.+)$",
+    re.I,
+)
+
+
+def clean_brand(text: str | None) -> str | None:
+    """A brand name, or None for markup junk (placeholders, URLs, "see more from …")."""
+    if not text or text.startswith(("http://", "https://", "/")) or _PLACEHOLDER.search(text):
+        return None
+    lead = _BRAND_LEAD.match(text)
+    if lead:
+        text = lead.group(1).strip()
+    return None if text.casefold() in _NO_BRAND else text
 
 
 def _image(value: object, index: dict) -> str | None:

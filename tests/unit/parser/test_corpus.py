@@ -1,8 +1,10 @@
 """The extraction corpus: every page's product fields and link sets, with precision/recall.
 
 Each ``corpus/<name>.html`` (raw bytes, any encoding) has a ``<name>.json``: the fetched
-``url``, optional ``content_type`` and ``source``, the expected ``product`` (fields not listed
-are null; ``null`` = not a product page) and, for listings, the expected ``pagination`` and
+``url``, optional ``content_type``, ``source`` and ``kind`` (how the page was reached), the
+expected ``product`` (fields not listed are null; ``null`` = not a product page; its
+``found_by``, when listed, is checked too), optional ``min_confidence``/``max_confidence``
+and ``attributes`` the product must carry and, for listings, the expected ``pagination`` and
 ``product`` link sets. Run with ``-s`` to see the per-field scores.
 """
 
@@ -17,11 +19,16 @@ import pytest
 
 from schemas.messages import Product
 from schemas.source import Source
-from services.parser.page import parse_page
+from services.parser.page import PageParse, parse_page
 
 CORPUS = Path(__file__).parent / "corpus"
-# Named price lists and attributes come from API mappings, never from HTML pages.
-FIELDS = tuple(f for f in Product.__struct_fields__ if f not in ("prices", "attributes"))
+# Named price lists come from API mappings, never from HTML pages; attributes (a reported
+# conflict, a replaced structured sku), how a product was found and how sure the parser is
+# are checked where a case names them.
+PROVENANCE = ("found_by", "confidence")
+FIELDS = tuple(
+    f for f in Product.__struct_fields__ if f not in ("prices", "attributes", *PROVENANCE)
+)
 CASES = sorted(p.stem for p in CORPUS.glob("*.json"))
 
 
@@ -50,11 +57,18 @@ class Score:
         return f"{name:<14} precision {p:6.1%}  recall {r:6.1%}  ({counts})"
 
 
-def _run(case: str) -> tuple[dict, object]:
+def _run(case: str) -> tuple[dict, PageParse]:
     spec = json.loads((CORPUS / f"{case}.json").read_text())
     source = msgspec.convert(spec["source"], Source) if spec.get("source") else None
     body = (CORPUS / f"{case}.html").read_bytes()
-    return spec, parse_page(body, spec["url"], content_type=spec.get("content_type"), source=source)
+    parsed = parse_page(
+        body,
+        spec["url"],
+        content_type=spec.get("content_type"),
+        source=source,
+        kind=spec.get("kind"),
+    )
+    return spec, parsed
 
 
 def test_corpus_size() -> None:
@@ -108,6 +122,12 @@ def test_corpus_page(case: str) -> None:
         want = {name: expected.get(name) for name in FIELDS}
         got = msgspec.to_builtins(parsed.product)
         assert {name: got.get(name) for name in FIELDS} == want
+        if "found_by" in expected:
+            assert got["found_by"] == expected["found_by"]
+        assert got["confidence"] >= spec.get("min_confidence", 0.0)
+        assert got["confidence"] <= spec.get("max_confidence", 1.0)
+        for name, value in spec.get("attributes", {}).items():
+            assert got["attributes"].get(name) == value, name
     if "links" in spec:
         for kind in ("pagination", "product"):
             have = {link.url for link in parsed.links if link.kind == kind}

@@ -1,0 +1,129 @@
+"""The chosen fields checked against what the page shows, and how sure the result is.
+
+Structured data is what a shop's platform emits; the page is what its shopper sees. Where
+they disagree in a known way, the page wins:
+
+- **Sale price.** The structured price is shown struck through or as the old/regular price,
+  beside a lower current price: the lower one is what the shopper pays.
+- **Displayed price.** The buy box never shows the structured price at all (an auction's
+  starting price beside the current bid, a feed price gone stale): the shown price holds,
+  and the conflict is reported.
+- **Stock.** The buy box says sold out / unavailable while the structured data says in
+  stock: out of stock, with the conflict reported (``attributes["conflict"]``) and the
+  confidence lowered. The other way round (an enabled buy button, structured OutOfStock) is
+  only reported: a hidden template button proves nothing.
+- **Identifiers.** The code the page shows beside a label ("Product code", "Art.-Nr.", …) is
+  the ``sku``; a different structured ``sku`` (often an internal id) is kept as the
+  ``structured_sku`` attribute. A labelled model number or EAN fills ``mpn``/``gtin`` when
+  the structured data has none. With no ``sku`` at all, a marketplace URL's item id is used.
+
+Confidence starts from how the product was found (JSON-LD 0.9 … visible layout 0.5) and drops
+for a missing price, a missing identifier and each conflict. Below ``CONFIDENT`` the parse of
+the page says too little to count a miss or an out-of-stock against the product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from services.parser.availability import normalize_availability
+from services.parser.identifiers import labelled_codes, shows_code, url_item_id
+from services.parser.metatags import Fields
+from services.parser.prices import format_price, parse_price
+from services.parser.visible import Visible
+
+CONFIDENT = 0.5
+_BASE = {
+    "jsonld": 0.9,
+    "microdata": 0.85,
+    "rdfa": 0.8,
+    "css": 0.85,
+    "opengraph": 0.65,
+    "visible": 0.55,
+}
+_STRUCTURED = ("jsonld", "microdata", "rdfa", "opengraph")
+_AVAILABLE = ("in_stock", "limited", "preorder", "backorder")
+_GTIN_DIGITS = (8, 12, 13, 14)
+
+
+@dataclass(slots=True)
+class Checked:
+    found_by: str
+    confidence: float
+    attributes: dict[str, str] = field(default_factory=dict)
+
+
+def crosscheck(
+    fields: Fields, found_by: str, shown: Visible, *, html: str, urls: tuple[str | None, ...]
+) -> Checked:
+    """Apply the page-wins rules to ``fields`` (in place) and rate the result."""
+    conflicts: list[str] = []
+    attributes: dict[str, str] = {}
+    if found_by in _STRUCTURED:
+        _price(fields, shown, conflicts)
+        _stock(fields, shown, conflicts)
+    _identifiers(fields, html, urls, attributes)
+    confidence = _BASE.get(found_by, 0.5)
+    if "price" not in fields:
+        confidence -= 0.2
+    if not any(k in fields for k in ("sku", "gtin", "mpn")):
+        confidence -= 0.05
+    confidence -= 0.15 * len(conflicts)
+    if conflicts:
+        attributes["conflict"] = "; ".join(conflicts)
+    return Checked(found_by, round(min(1.0, max(0.0, confidence)), 2), attributes)
+
+
+def _price(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
+    structured = parse_price(fields.get("price"))
+    if structured is None or shown.price is None or shown.price == structured:
+        return
+    if structured in shown.old_prices:
+        if shown.price < structured:  # a sale: the regular price is shown struck through
+            fields["price"] = format_price(shown.price)
+        return
+    if structured not in shown.shown_prices:
+        # The page never shows the structured price (a starting bid, a stale feed price):
+        # the price it shows is the one that holds.
+        shown_text, structured_text = format_price(shown.price), format_price(structured)
+        conflicts.append(f"price: page {shown_text}, structured data {structured_text}")
+        fields["price"] = format_price(shown.price)
+
+
+def _stock(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
+    structured = normalize_availability(fields.get("availability"))
+    if shown.stock is None or structured is None or shown.stock == structured:
+        return
+    if shown.stock == "out_of_stock" and structured in _AVAILABLE:
+        fields["availability"] = "out_of_stock"
+        conflicts.append(f"availability: page out_of_stock, structured data {structured}")
+    elif shown.stock == "in_stock" and structured not in _AVAILABLE:
+        conflicts.append(f"availability: page in_stock, structured data {structured}")
+
+
+def _identifiers(
+    fields: Fields, html: str, urls: tuple[str | None, ...], attributes: dict[str, str]
+) -> None:
+    structured_sku = fields.get("sku")
+    if structured_sku and shows_code(html, structured_sku):
+        return  # the page shows the structured sku itself: it is the one buyers see
+    codes = labelled_codes(html)
+    # The structured sku shown beside a label anywhere (a set's own number among its parts'
+    # numbers) stays; otherwise the first labelled code is the one the shop shows.
+    if codes.skus and structured_sku not in codes.skus:
+        if structured_sku:
+            attributes["structured_sku"] = structured_sku
+            if fields.get("mpn") == structured_sku:
+                del fields["mpn"]  # the same internal id twice, not a manufacturer's number
+        fields["sku"] = codes.skus[0]
+    if "mpn" not in fields and codes.mpn:
+        fields["mpn"] = codes.mpn
+    gtin = codes.gtin
+    if "gtin" not in fields and gtin and gtin.isdigit() and len(gtin) in _GTIN_DIGITS:
+        fields["gtin"] = gtin
+    if "sku" not in fields:
+        for url in urls:
+            item = url_item_id(url) if url else None
+            if item:
+                fields["sku"] = item
+                break

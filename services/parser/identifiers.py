@@ -1,0 +1,157 @@
+"""Identifiers a page shows to buyers, and the one its URL carries.
+
+Structured data often gives an internal id or a model name as ``sku`` while the page shows
+the retailer's code next to a label ("Product code - 39139301", "Art.-Nr. 2800395267",
+"eBay item number: 302474151804", "Код: 01245", a spec-table row "ID Produto | 1236291").
+That visible code is the ``sku`` a shopper would quote; the structured value is kept as
+``mpn`` (or an attribute). Labels are matched in the raw HTML where a text run starts
+(``>label``), so attribute values and script identifiers (``productCode``) never match,
+and a few tags may sit between the label and its value (``<strong>Label</strong>value``,
+table cells). An element whose markup names it as the reference (``class="sku"``,
+``data-qa-qualifier="product-reference"``) counts like a label.
+
+Marketplaces and classified sites often show no code at all, but their URL path carries the
+item id (``/itm/<id>``, ``/dp/<ASIN>``, ``/deal/<id>``, ``…_35985065``, ``…-987929.html``):
+that is the last resort for ``sku``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+# Labels of the shop's own code, as shown beside it, in the languages of the shops we meet.
+_SKU_LABELS = (
+    r"product\s*(?:code|no\.?|number|id|ref(?:erence)?)|item\s*(?:#|no\.?|number|code|id)"
+    r"|article\s*(?:no\.?|number|code)|art(?:ikel)?\.?\s*-?\s*n(?:r|o)\.?|artikelnummer"
+    r"|artikelcode|bestell-?\s*(?:nr\.?|nummer)|produktnummer|sku|style\s*(?:#|no\.?|code)"
+    r"|stock\s*code|catalog(?:ue)?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f[ée]rence|r[ée]f\."
+    r"|code\s*(?:article|produit)|c[óo]d(?:igo)?\.?(?:\s*(?:de|do|del)\s*(?:produto|producto"
+    r"|art[íi]culo))?|id\s*(?:do\s*|del\s*)?produ(?:to|cto)|referencia|refer[êe]ncia"
+    r"|codice(?:\s*(?:articolo|prodotto))?|cod\.\s*art\.?|rif\.|kod(?:\s*produktu)?|k[óo]d"
+    r"|(?:nr|numer)\s*katalogowy|katalogov[ée]\s*č[íi]slo|код(?:\s*товара)?|артикул|арт\."
+    r"|varenummer|varenr\.?|tuotenumero|tuotekoodi|ürün\s*kodu|stok\s*kodu|מק\"ט|מק״ט"
+    r"|商品編號|商品编号|货号|貨號|商品番号|品番|商品コード|상품번호|품번"
+    r"|anzeige(?:n-?(?:nr\.?|nummer))?|ad\s*(?:id|no\.?|number)|listing\s*(?:id|#|no\.?)"
+)
+_MPN_LABELS = (
+    r"model(?:\s*(?:#|no\.?|number|name))?|mpn|manufacturer\s*part\s*(?:no\.?|number)"
+    r"|part\s*(?:#|no\.?|number)|modell(?:nummer)?|herstellernummer|modelo|mod[èe]le"
+    r"|modello|型号|型號|型番|모델명"
+)
+_GTIN_LABELS = r"ean(?:-?code)?|gtin(?:-?1[234])?|upc|isbn(?:-?1[03])?|barcode|штрихкод"
+# A code: letters, digits and the separators shops use (002.937.72, 1002/710, PU_106160/01).
+_CODE = r"(?P<code>[A-Za-z0-9][A-Za-z0-9./_-]{1,40})"
+_GAP = r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|]\s*)?(?:<[^<>]{0,300}>\s*){0,6}(?:[:#]\s*)?"
+
+
+# ">" where a text run starts with a letter (the lookahead skips "><" and numbers at C speed),
+# the label, the gap, and the code ending its text run.
+_LABELLED = re.compile(  # case-insensitive only after ">": a literal first char scans fast
+    rf">(?=\s*[^\W\d_])(?i:\s*(?:(?P<sku>{_SKU_LABELS})|(?P<mpn>{_MPN_LABELS})"
+    rf"|(?P<gtin>{_GTIN_LABELS}))(?![^\W\d_]){_GAP}){_CODE}\s*(?=<)"
+)
+# A text run that is one code, and the words that mark its element as the product's code.
+_CODE_RUN = re.compile(r">\s*" + _CODE + r"\s*</")
+_MARKS = re.compile(
+    r"product[-_]?(?:reference|code|ref|sku|number)|item[-_]?(?:number|code)"
+    r"|article[-_]?(?:number|nr|code)|\bsku\b",
+    re.IGNORECASE,
+)
+_SCAN_LIMIT = 2_000_000  # characters of HTML scanned for labels
+_MAX_SKUS = 10
+_MAX_LOOKS = 20  # occurrences of a code checked for being shown as text
+
+# Item ids in URL paths: an ASIN after /dp/, an id after a marketplace segment, or a trailing
+# id of five or more digits (optionally with a letter prefix) on the last segment.
+_ASIN = re.compile(r"/(?:dp|gp/product|gp/aw/d)/([A-Z0-9]{10})(?:[/?#]|$)")
+_ITEM_SEGMENT = re.compile(
+    r"/(?:itm|item|items|deal|deals|listing|listings|ad|ads|anuncio|annonce|offer|lot)"
+    r"/(?:[^/?#]*?[-_/])?(\d{6,})(?:[/?#._-]|$)",
+    re.IGNORECASE,
+)
+_TRAILING_ID = re.compile(
+    r"(?:^|[-_/]|iid-)([A-Za-z]{0,2}\d{5,}[A-Za-z]{0,2})(?:\.(?:html?|php|aspx?|htm))?/?$"
+)
+
+
+@dataclass(slots=True)
+class Codes:
+    """Codes the page shows beside labels: every ``sku`` one in page order, the first
+    model number and the first EAN/GTIN."""
+
+    skus: list[str] = field(default_factory=list)
+    mpn: str | None = None
+    gtin: str | None = None
+
+
+def labelled_codes(html: str) -> Codes:
+    """Scanned from the page's first ``<h1>`` on: the product's own codes follow its title,
+    while what precedes it (menus, a header's mini basket, another product's teaser) is not
+    about it. Without a title, from ``<body>``."""
+    start = html.find("<h1")
+    if start < 0:
+        start = max(0, html.find("<body"))
+    text = html[: start + _SCAN_LIMIT]
+    out = Codes()
+    for match in _LABELLED.finditer(text, start):
+        code = _clean(match.group("code"))
+        if code is None:
+            continue
+        if match.group("sku") is not None:
+            if len(out.skus) < _MAX_SKUS and code not in out.skus:
+                out.skus.append(code)
+        elif match.group("mpn") is not None:
+            out.mpn = out.mpn or code
+        elif out.gtin is None:
+            out.gtin = code
+    if not out.skus:
+        marked = _marked(text, start)
+        if marked:
+            out.skus.append(marked)
+    return out
+
+
+def _marked(text: str, start: int) -> str | None:
+    """A code alone in an element whose opening tag names it (``<span class="sku">``)."""
+    for match in _CODE_RUN.finditer(text, start):
+        code = _clean(match.group(1))
+        if code is None:
+            continue
+        tag_start = text.rfind("<", max(0, match.start() - 1000), match.start())
+        if tag_start >= 0 and _MARKS.search(text, tag_start, match.start()):
+            return code
+    return None
+
+
+def shows_code(html: str, code: str) -> bool:
+    """The page shows ``code`` as text of its own (``>code<``, ``: code<``), past its head."""
+    start = max(0, html.find("<body"))
+    for _ in range(_MAX_LOOKS):
+        at = html.find(code, start)
+        if at < 0:
+            return False
+        before = html[max(0, at - 3) : at].rstrip()
+        after = html[at + len(code) : at + len(code) + 3].lstrip()
+        if before[-1:] in (">", ":", "#") and after[:1] == "<":
+            return True
+        start = at + len(code)
+    return False
+
+
+def _clean(raw: str) -> str | None:
+    code = raw.strip().rstrip(".-/_")
+    if len(code) < 3 or not any(c.isdigit() for c in code):
+        return None  # words ("Details", "eingeben"), not codes
+    return code
+
+
+def url_item_id(url: str) -> str | None:
+    """The item id a marketplace or classified URL carries in its path, if it has one."""
+    path = unquote(urlsplit(url).path)
+    for pattern in (_ASIN, _ITEM_SEGMENT, _TRAILING_ID):
+        match = pattern.search(path)
+        if match:
+            return match.group(1)
+    return None

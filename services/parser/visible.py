@@ -1,0 +1,380 @@
+"""What the page shows a shopper: its title, the price in its buy box, its buy controls and
+its stock state, read from the markup without structured data.
+
+Two uses. On a page without structured data this is the product (the *visible* source), when
+the layout is a product page's: one title, a price after it and a buy control that is not
+inside a card linking elsewhere (see ``listing``). On every page it is the check on the
+structured data: a sale price shown beside the structured (regular) price, and a sold-out
+buy box where the structured data says InStock.
+
+- **Title**: the one ``<h1>``; with several (recommendation rows use them too), the one that
+  the page's ``<title>``/``og:title`` names.
+- **Price**: the first price-marked element (class/id "price", ``itemprop=price``) after the
+  title that is not struck through or marked as the old/regular price and not in a
+  recommendation container. A container's own text counts with its struck parts removed
+  (``<s>49 890</s> <span>44 890 тг.</span>``), and a price split across elements is joined
+  the way it is shown (``12<sup>99</sup>``, whole/decimal/fraction spans). Struck and old
+  prices seen on the way are kept: a structured price shown as the old price means the
+  displayed price is the sale price.
+- **Buy controls**: add-to-cart markup (classes, ids, forms posting to a cart, inputs) or
+  buttons and links whose words say buy, in the languages of the shops we meet.
+- **Stock**: the first availability-marked elements' words (sold out / out of stock /
+  unavailable … in those languages; a store-pickup notice says nothing about buying online),
+  or buy controls that all say sold out. A disabled button alone proves nothing: shops
+  disable it until a size is chosen.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from schemas.messages import Availability
+from services.parser.listing import cards_link_elsewhere
+from services.parser.microdata import in_tile_container
+from services.parser.prices import currency_in_text, format_price, parse_price
+
+Fields = dict[str, str]
+
+_BUY = (
+    'form[action*="cart" i] [type="submit"], form[action*="cart" i] button, '
+    'form[action*="basket" i] [type="submit"], form[action*="basket" i] button, '
+    'button[name="add-to-cart" i], [class*="add-to-cart" i], [class*="addtocart" i], '
+    '[class*="add-to-basket" i], [class*="add-to-bag" i], [id*="add-to-cart" i], '
+    '[id*="addtocart" i], [id*="add-to-basket" i], [class*="add_to_cart" i], '
+    '[data-action*="add-to-cart" i], [class*="buy-button" i], [class*="buy-now" i]'
+)
+# A buy control known by its words, when its markup says nothing (hashed CSS-module classes).
+_BUTTONS = (
+    'button, input[type="submit"], input[type="button"], a[role="button"], [class*="btn" i], '
+    '[class*="buy" i], [class*="cart" i]'
+)
+_BUY_WORDS = re.compile(
+    r"add to (?:cart|basket|bag|trolley)|add to your (?:basket|bag|cart)|buy now|buy it now"
+    r"|in den (?:warenkorb|einkaufswagen)|ajouter au panier|añadir al carrito|agregar al carrito"
+    r"|aggiungi al carrello|adicionar (?:ao|à) (?:carrinho|sacola)|in (?:de )?winkelwagen"
+    r"|dodaj do koszyka|do košíka|do košíku|lägg i varukorgen|læg i kurv|legg i handlekurv"
+    r"|lisää ostoskoriin|sepete ekle|lisa ostukorvi|pievienot grozam|į krepšelį|в корзину"
+    r"|^\s*(?:купить|comprar|kaufen|acheter|acquista|kup(?:uję|ić| teraz)?|koupit|kúpiť|köp|kjøp"
+    r"|osta|buy|購買|立即購買|구매하기)\s*$"
+    r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기|장바구니",
+    re.I,
+)
+_MAX_BUTTONS = 300
+_MAX_CONTROLS = 40  # more add-to-cart controls than this: a grid, not a buy box
+_PRICE_NODES = 'h1, [class*="price" i], [id*="price" i], [itemprop="price"]'
+_MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
+_BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
+_OLD = re.compile(
+    r"(?<!b)old|was|regular|compare|strike|crossed|list[-_]?price|rrp|msrp|uvp|original"
+    r"|before|initial",
+    re.I,
+)
+_NOT_A_PRICE = re.compile(
+    r"unit|per-|instal|monthly|credit|shipping|delivery|bonus|points|tax|deposit|filter"
+    r"|save|saving|discount|percent",
+    re.I,
+)
+_UNSHOWN = ("meta", "link", "input", "script", "style", "option", "select", "noscript", "template")
+_PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*%")
+_STRUCK_TAGS = ("del", "s", "strike")
+_DECIMALS = re.compile(r"[.,]\d{1,2}$")
+_FRACTION = re.compile(r"fraction|decimal|cent", re.I)
+_STOCK_NODES = (  # each alternative is a walk of the tree: few and broad
+    '[class*="availability" i], [class*="stock" i], [id*="availability" i], [id*="stock" i], '
+    '[class*="sold-out" i], [itemprop="availability"]'
+)
+_HIDDEN = re.compile(r"(?:^|[\s_-])(?:hidden|hide|d-none|invisible|is-hidden)(?:$|[\s_-])", re.I)
+_HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
+_MAX_STOCK_NODES = 12
+_SOLD_OUT = re.compile(
+    r"out of stock|sold out|currently unavailable|unavailable online|not available|no longer"
+    r" available|temporarily unavailable|not in stock|ausverkauft|nicht (?:mehr )?(?:verfügbar"
+    r"|lieferbar|auf lager|vorrätig)|derzeit nicht|rupture de stock|épuisé|indisponible"
+    r"|agotado|sin stock|no disponible|sin existencias|esaurito|non disponibile|esgotado"
+    r"|indisponível|sem estoque|uitverkocht|niet (?:op voorraad|leverbaar|beschikbaar)"
+    r"|niedostępny|wyprzedany|brak w magazynie|brak towaru|vyprodáno|vypredané|nedostupn"
+    r"|není skladem|nie je skladom|nie je možné (?:\S+ )?kúpiť|není možné (?:\S+ )?koupit"
+    r"|нет в наличии|распродан|товар закончился|отсутствует|slutsåld|ej i lager|utsolgt"
+    r"|ikke på lager|udsolgt|loppuunmyyty|ei varastossa|tükendi|stokta yok|laost otsas"
+    r"|nav pieejams|išparduota|在庫切れ|売り切れ|缺貨|售完|已售完|缺货|품절|일시품절|אזל מהמלאי"
+    r"|غير متوفر|نفذت الكمية",
+    re.I,
+)
+_IN_STORE = re.compile(
+    r"pick ?up|in stores?\b|nearby stores?|at (?:your|the) store|click (?:&|and) collect|abholung"
+    r"|im markt|in der filiale|en magasin|retrait|en tienda|recogida|na loja|retirada|in negozio"
+    r"|ritiro|w sklepie|odbiór|v predajni|na predajni|v prodejně|в магазине|самовывоз",
+    re.I,
+)
+_IN_STOCK = re.compile(
+    r"\bin stock\b|available now|available to (?:ship|order|buy)|available online"
+    r"|ships (?:in|within|today)|auf lager|sofort lieferbar|lieferbar|en stock|disponible"
+    r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem|dostępny"
+    r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음",
+    re.I,
+)
+
+
+@dataclass(slots=True)
+class Visible:
+    """The facts one reading of the page's layout gives."""
+
+    name: str | None = None
+    price: Decimal | None = None
+    currency: str | None = None
+    old_prices: set[Decimal] = field(default_factory=set)
+    shown_prices: set[Decimal] = field(default_factory=set)  # every current price near it
+    buttons: list[LexborNode] = field(default_factory=list)  # buy controls outside cards
+    stock: Availability | None = None
+
+    def fields(self) -> Fields:
+        out: Fields = {}
+        if self.name:
+            out["name"] = self.name
+        if self.price is not None:
+            out["price"] = format_price(self.price)
+            if self.currency:
+                out["currency"] = self.currency
+        if self.stock:
+            out["availability"] = self.stock
+        return out
+
+    @property
+    def is_product_layout(self) -> bool:
+        """A title, a price and a buy box of its own: a product page without markup. A page
+        has one buy box (and perhaps a sticky copy of it); a grid of cards has many."""
+        return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 4)
+
+
+def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
+    """Title, buy-box prices and stock words; the buy controls are looked for on demand
+    (``find_buttons``): they cost several walks of the tree."""
+    out = Visible()
+    memo: dict[int, bool] = {}
+    title = _title(tree, title_hint)
+    if title is not None:
+        out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
+    _read_prices(tree, title, out, memo)
+    out.stock = _stock(tree, memo)
+    return out
+
+
+def find_buttons(tree: LexborHTMLParser, shown: Visible, page_urls: set[str], base: str) -> None:
+    """The buy controls a product layout needs: outside recommendation rows, and not all in
+    cards that link elsewhere (a listing)."""
+    controls = buy_controls(tree)
+    if (
+        controls
+        and len(controls) <= _MAX_CONTROLS
+        and not cards_link_elsewhere(controls, page_urls, base)
+    ):
+        memo: dict[int, bool] = {}
+        shown.buttons = [c for c in controls if not in_tile_container(c, memo)]
+    if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
+        shown.stock = "out_of_stock"
+
+
+# --- title ---------------------------------------------------------------------------------
+
+
+def _title(tree: LexborHTMLParser, hint: str | None) -> LexborNode | None:
+    titles = tree.css("h1")
+    if len(titles) <= 1:
+        return titles[0] if titles else None
+    texts = [" ".join(t.text(deep=True, separator=" ").split()).casefold() for t in titles]
+    if hint:
+        wanted = " ".join(hint.split()).casefold()
+        named = [i for i, text in enumerate(texts) if text and text in wanted]
+        if named and len({texts[i] for i in named}) == 1:
+            return titles[named[0]]
+    return titles[0] if len(set(texts)) == 1 else None
+
+
+# --- price ---------------------------------------------------------------------------------
+
+
+def _read_prices(
+    tree: LexborHTMLParser, title: LexborNode | None, out: Visible, memo: dict[int, bool]
+) -> None:
+    nodes = tree.css(_PRICE_NODES)
+    start = 0
+    if title is not None:
+        start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
+    after = 0  # price elements read after the main price: the rest of the buy box
+    for node in nodes[start : start + _MAX_PRICE_NODES]:
+        if node.tag == "h1" or node.tag in _UNSHOWN:
+            continue
+        marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
+        if _NOT_A_PRICE.search(marks) and not _OLD.search(marks):
+            continue
+        if in_tile_container(node, memo):
+            if out.price is not None:
+                break  # the buy box is behind: recommendations follow
+            continue
+        if _OLD.search(marks) or _struck(node):
+            old = parse_price(_content(node) or node.text(deep=True, separator=" "))
+            if old is not None and old > 0:
+                out.old_prices.add(old)
+            continue
+        price, currency = _shown_price(node)
+        if price is None or price <= 0:
+            continue
+        out.shown_prices.add(price)
+        if out.price is None:
+            out.price, out.currency = price, currency
+        else:
+            after += 1
+            if after >= _BUY_BOX_PRICES:
+                break
+
+
+def _content(node: LexborNode) -> str | None:
+    content = node.attributes.get("content")
+    return content if content and parse_price(content) is not None else None
+
+
+def _shown_price(node: LexborNode) -> tuple[Decimal | None, str | None]:
+    """The price an element shows, its struck and old parts left out."""
+    content = _content(node)
+    text = _PERCENT.sub(" ", _own_text(node))
+    if content is not None:
+        return parse_price(content), currency_in_text(text)
+    return parse_price(text), currency_in_text(text)
+
+
+def _own_text(node: LexborNode) -> str:
+    skipped: set[int] = set()
+    pieces: list[str] = []
+    for sub in node.traverse(include_text=True):
+        if sub.mem_id == node.mem_id:
+            continue
+        parent = sub.parent
+        if parent is not None and parent.mem_id in skipped:
+            skipped.add(sub.mem_id)
+            continue
+        if sub.tag == "-text":
+            piece = (sub.text_content or "").strip()
+            if piece:
+                fraction = parent is not None and _is_fraction(parent)
+                _join(pieces, piece, fraction)
+            continue
+        marks = f"{sub.attributes.get('class') or ''} {sub.attributes.get('id') or ''}"
+        struck = sub.tag in _STRUCK_TAGS or (_OLD.search(marks) and "price" in marks.lower())
+        if struck or sub.tag in ("script", "style"):
+            skipped.add(sub.mem_id)
+    return " ".join(pieces)
+
+
+def _join(pieces: list[str], piece: str, fraction: bool) -> None:
+    """Glue a split price back: "12" + "." + "99", "12" + <sup>99</sup> or "$229" +
+    <span>99</span> (two digits in an element of their own after a whole number) → "12.99"."""
+    if pieces:
+        last = pieces[-1]
+        cents = len(piece) == 2 and piece.isdigit() and not _DECIMALS.search(last)
+        if last[-1].isdigit() and (piece[0] in ".," or ((fraction or cents) and piece.isdigit())):
+            pieces[-1] = last + ("" if piece[0] in ".," else ".") + piece
+            return
+        if last[-1] in ".," and piece[0].isdigit() and last[:-1][-1:].isdigit():
+            pieces[-1] = last + piece
+            return
+    pieces.append(piece)
+
+
+def _is_fraction(node: LexborNode) -> bool:
+    if node.tag == "sup":
+        return True
+    marks = node.attributes.get("class") or ""
+    return bool(marks) and _FRACTION.search(marks) is not None
+
+
+def _struck(node: LexborNode) -> bool:
+    parent: LexborNode | None = node
+    for _ in range(3):
+        if parent is None:
+            return False
+        if parent.tag in _STRUCK_TAGS:
+            return True
+        parent = parent.parent
+    return False
+
+
+# --- buy controls and stock ----------------------------------------------------------------
+
+
+def buy_controls(tree: LexborHTMLParser) -> list[LexborNode]:
+    """The page's add-to-cart controls: by markup, else by their words."""
+    marked = {node.mem_id: node for node in tree.css(_BUY)}  # one control can match twice
+    if marked:
+        return list(marked.values())
+    worded = []
+    for node in tree.css(_BUTTONS)[:_MAX_BUTTONS]:
+        words = node.attributes.get("value") if node.tag == "input" else None
+        words = words or node.text(deep=True, separator=" ") or ""
+        if len(words) < 60 and _BUY_WORDS.search(words):
+            worded.append(node)
+    return _outermost(worded)
+
+
+def _outermost(nodes: list[LexborNode]) -> list[LexborNode]:
+    """A worded button inside a worded wrapper is one control."""
+    ids = {n.mem_id for n in nodes}
+    out = []
+    for node in nodes:
+        parent = node.parent
+        inner = False
+        for _ in range(3):
+            if parent is None:
+                break
+            if parent.mem_id in ids:
+                inner = True
+                break
+            parent = parent.parent
+        if not inner:
+            out.append(node)
+    return out
+
+
+def _stock(tree: LexborHTMLParser, memo: dict[int, bool]) -> Availability | None:
+    """What the first availability elements say; nothing when they disagree (a page carries
+    the messages of every state and shows one of them by script)."""
+    said: set[Availability] = set()
+    for node in tree.css(_STOCK_NODES)[:_MAX_STOCK_NODES]:
+        if node.tag in _UNSHOWN or node.tag in ("body", "html", "link"):
+            continue
+        text = node.text(deep=True, separator=" ")
+        if not text or len(text) > 300 or _IN_STORE.search(text):
+            continue  # a shop's stock for pickup says nothing about buying online
+        if _hidden(node) or in_tile_container(node, memo):
+            continue
+        if _SOLD_OUT.search(text):
+            said.add("out_of_stock")
+        elif _IN_STOCK.search(text):
+            said.add("in_stock")
+    return said.pop() if len(said) == 1 else None
+
+
+def _hidden(node: LexborNode) -> bool:
+    parent: LexborNode | None = node
+    for _ in range(4):
+        if parent is None or not parent.is_element_node:
+            return False
+        attrs = parent.attributes
+        if "hidden" in attrs or (attrs.get("aria-hidden") or "") == "true":
+            return True
+        if _HIDDEN.search(attrs.get("class") or "") or _HIDDEN_STYLE.search(
+            attrs.get("style") or ""
+        ):
+            return True
+        parent = parent.parent
+    return False
+
+
+def _sold_out(node: LexborNode) -> bool:
+    """A buy control that says sold out. Not merely disabled: shops disable the button until
+    a size is chosen."""
+    words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
+    return len(words) < 60 and _SOLD_OUT.search(words) is not None
