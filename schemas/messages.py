@@ -185,6 +185,15 @@ class Product(msgspec.Struct, kw_only=True, frozen=True):
     found_by: str | None = None
     confidence: float | None = None
 
+    @property
+    def confident(self) -> bool:
+        """Whether this sighting counts: a product parsed with less than ``CONFIDENT`` is
+        *unknown* (neither seen nor missed), its page's word on it not taken."""
+        return self.confidence is None or self.confidence >= CONFIDENT
+
+
+CONFIDENT = 0.5
+
 
 class ParseResult(Message, tag="parse_result", kw_only=True, frozen=True):
     """A parsed page, published on ``<ns>.parsed`` by the parser."""

@@ -18,8 +18,8 @@ they disagree in a known way, the page wins:
   the structured data has none. With no ``sku`` at all, a marketplace URL's item id is used.
 
 Confidence starts from how the product was found (JSON-LD 0.9 … visible layout 0.5) and drops
-for a missing price, a missing identifier and each conflict. Below ``CONFIDENT`` the parse of
-the page says too little to count a miss or an out-of-stock against the product.
+for a missing price, a missing identifier and each conflict. Below ``schemas.messages.CONFIDENT``
+the parse of the page says too little to count a miss or an out-of-stock against the product.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from services.parser.metatags import Fields
 from services.parser.prices import format_price, parse_price
 from services.parser.visible import Visible
 
-CONFIDENT = 0.5
 _BASE = {
     "jsonld": 0.9,
     "microdata": 0.85,

@@ -39,8 +39,10 @@ async def count_misses(conn: store.Conn, job: store.FrontierJob, source: Source)
     if reason is not None:
         await store.record_not_counted(conn, job.job_id, reason)
         return MissReport(counted=False, reason=reason, seen=len(seen))
-    failed = await store.failed_urls(conn, job.job_id)
-    missed = await store.count_missed(conn, job.source, seen, failed, job.job_id)
+    # Seen, not seen (a miss) or unknown: a product shown only on pages that say nothing
+    # (failed, parsed without confidence, product pages without a product) keeps its count.
+    unknown = await store.unknown_urls(conn, job.job_id)
+    missed = await store.count_missed(conn, job.source, seen, unknown, job.job_id)
     delisted = await store.delist_products(conn, job.source, source.refresh.miss_threshold)
     # The delisting is a stock change: it gets a snapshot unless the product already was
     # out of stock.

@@ -165,18 +165,22 @@ async def _apply(conn: store.Conn, results: Sequence[Result], *, replay: bool) -
     unique: dict[str, Result] = {}
     for r in results:
         unique.setdefault(r.attempt.id, r)  # a redelivery inside one batch
-    records: list[tuple[str, int, str, str | None, str | None]] = []
+    records: list[tuple[str, int, str, str | None, str | None, str | None]] = []
     for r in unique.values():
         # All rows of one result go in one statement: all new or all already applied.
-        seen = r.sightings()
+        # A product parsed without confidence is unknown: not applied, neither seen nor missed;
+        # its page is recorded as one that says nothing.
+        all_seen = r.sightings()
+        seen = [p for p in all_seen if p.confident]
         first = seen[0].key if seen else None
         a = r.attempt
-        records.append((a.id, a.job_id, a.source, first, a.url if r.not_modified else None))
+        unsure = a.url if len(seen) < len(all_seen) else None
+        records.append((a.id, a.job_id, a.source, first, a.url if r.not_modified else None, unsure))
         for i in range(1, len(seen)):
-            records.append((f"{a.id}#{i}", a.job_id, a.source, seen[i].key, None))
+            records.append((f"{a.id}#{i}", a.job_id, a.source, seen[i].key, None, None))
     new_ids = await store.record_results(conn, records)
     fresh = [r for r in unique.values() if r.attempt.id in new_ids]
-    sightings = [(r, p) for r in fresh for p in r.sightings()]
+    sightings = [(r, p) for r in fresh for p in r.sightings() if p.confident]
     upserts, snapshots = await _upsert(conn, sightings, replay=replay) if sightings else (0, 0)
     bare = [r for r in fresh if not r.sightings() and r.not_modified and not replay]
     if bare:

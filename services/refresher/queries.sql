@@ -16,7 +16,8 @@
 -- asyncpg's binary numeric encoder costs ~2 µs a value (text: a tenth), and COPY wants binary
 -- encoders, which the pool's JSON codec has not.
 CREATE TEMP TABLE IF NOT EXISTS refresher_results (
-    attempt_id text, job_id bigint, source text, product_key text, not_modified_url text
+    attempt_id text, job_id bigint, source text, product_key text, not_modified_url text,
+    unknown_url text
 ) ON COMMIT DELETE ROWS
 
 -- name: create_staged_products
@@ -40,8 +41,10 @@ WHERE a.attrelid = 'products'::regclass AND a.attnum > 0 AND NOT a.attisdropped
 -- name: record_results
 -- In attempt-id order: two replicas holding the same redelivered results then wait on each
 -- other's unique-index entries in the same order, and cannot deadlock.
-INSERT INTO applied_results (attempt_id, job_id, source, product_key, not_modified_url)
-SELECT attempt_id, job_id, source, product_key, not_modified_url FROM refresher_results
+INSERT INTO applied_results (attempt_id, job_id, source, product_key, not_modified_url,
+                             unknown_url)
+SELECT attempt_id, job_id, source, product_key, not_modified_url, unknown_url
+FROM refresher_results
 ORDER BY attempt_id
 ON CONFLICT DO NOTHING
 RETURNING attempt_id
@@ -132,12 +135,21 @@ SELECT EXISTS (SELECT 1 FROM frontier_job_pages
 -- name: record_not_counted
 UPDATE miss_counts SET reason = $2 WHERE job_id = $1
 
--- name: failed_urls
--- Pages whose fetch ended in failure (retries exhausted on a transient outcome).
+-- name: unknown_urls
+-- Pages that say nothing about their products, so that the products they show are neither
+-- seen nor missed: fetches that ended in failure (retries exhausted on a transient outcome),
+-- parses that were not confident (recorded by the refresher), and product pages fetched fine
+-- that parsed without any product (a layout the parser no longer reads is not a delisting).
 SELECT url FROM frontier_job_pages WHERE job_id = $1 AND state = 'failed'
+UNION
+SELECT unknown_url FROM applied_results WHERE job_id = $1 AND unknown_url IS NOT NULL
+UNION
+SELECT url FROM frontier_job_pages
+WHERE job_id = $1 AND kind = 'product' AND state = 'done' AND last_outcome = 'ok'
+  AND product_count = 0
 
 -- name: count_missed
--- Not seen, not on a failed page, and older than the job: a miss.
+-- Not seen, not on a page that says nothing (unknown_urls), and older than the job: a miss.
 UPDATE products SET consecutive_misses = consecutive_misses + 1, updated_at = now()
 WHERE source = $1 AND NOT (key = ANY($2::text[]))
   AND NOT (coalesce(url, '') = ANY($3::text[]))

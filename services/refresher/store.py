@@ -76,10 +76,10 @@ async def create_staging(conn: Conn) -> None:
 
 
 async def record_results(
-    conn: Conn, records: Sequence[tuple[str, int, str, str | None, str | None]]
+    conn: Conn, records: Sequence[tuple[str, int, str, str | None, str | None, str | None]]
 ) -> set[str]:
-    """Record (attempt id, job, source, product key, 304 URL) rows; returns the attempt ids
-    that are new (the others were applied before)."""
+    """Record (attempt id, job, source, product key, 304 URL, unknown page URL) rows; returns
+    the attempt ids that are new (the others were applied before)."""
     try:
         await conn.copy_records_to_table("refresher_results", records=records)
     except asyncpg.UndefinedTableError as exc:
@@ -151,8 +151,9 @@ async def record_not_counted(conn: Conn, job_id: int, reason: str) -> None:
     await conn.execute(_Q["record_not_counted"], job_id, reason)
 
 
-async def failed_urls(conn: Conn, job_id: int) -> list[str]:
-    return [r["url"] for r in await conn.fetch(_Q["failed_urls"], job_id)]
+async def unknown_urls(conn: Conn, job_id: int) -> list[str]:
+    """The job's pages that say nothing about their products (failed, unsure, empty)."""
+    return [r["url"] for r in await conn.fetch(_Q["unknown_urls"], job_id)]
 
 
 async def count_missed(

@@ -143,7 +143,9 @@ async def apply_parse_result(
         await store.results.set_entry_parsed(
             conn,
             attempt.entry_id,
-            products=len(result.sightings()),  # an API page lists many: the refresher waits
+            # An API page lists many; the refresher waits for them all. An unsure sighting is
+            # not applied (Product.confident), so it is not counted either.
+            products=sum(p.confident for p in result.sightings()),
             error=result.error,
             closes=closes,
         )

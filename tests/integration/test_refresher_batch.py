@@ -5,6 +5,7 @@ batches, the refresher's view of a parse result."""
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 
 import asyncpg
 import msgspec
@@ -259,3 +260,54 @@ async def test_parsed_products_is_the_refreshers_view_of_a_parse_result(pool) ->
         await _jobs(conn, 1)
         done = await apply_results(conn, [view])
         assert (done.results, done.upserts, done.snapshots) == (1, 1, 1)
+
+
+async def test_an_unsure_parse_is_neither_seen_nor_missed(pool) -> None:
+    """Three states: a product whose page parsed without confidence is unknown. It is not
+    applied (its page's word on price or stock is not taken), the job does not wait for it,
+    and its misses stay as they were; a product page that parsed without any product says
+    nothing either."""
+    from services.refresher import store
+    from services.refresher.misses import count_misses
+    from shared.sources import source_from_dict
+
+    async with pool.acquire() as conn:
+        await _jobs(conn, 1)
+        first = [result("1.1", 1, key="A"), result("2.1", 1, key="B"), result("3.1", 1, key="C")]
+        await apply_results(conn, first)
+        await conn.execute(
+            "UPDATE products SET consecutive_misses = 1, first_seen_at = now() - interval '1 day'"
+        )
+        await conn.execute(
+            "INSERT INTO jobs (id, source, status, definition, created_at) "
+            "VALUES (2, 's', 'completed', '{}', now())"
+        )
+        unsure = Product(
+            key="A", price="1.00", availability="out_of_stock", url="https://s/p/A",
+            found_by="visible", confidence=0.35,
+        )  # fmt: skip
+        done = await apply_results(
+            conn,
+            [
+                ParseResult(attempt=_attempt("4.1", 2, "https://s/p/A"), product=unsure),
+                result("5.1", 2, key="B"),
+            ],
+        )
+        assert (done.results, done.upserts) == (2, 1)  # B's sighting; A's page is not taken
+        assert await store.count_applied_products(conn, 2) == 1  # the job waits for B only
+        job = await store.job(conn, 2)
+        assert job is not None
+        async with conn.transaction():
+            report = await count_misses(
+                conn, job, source_from_dict({"name": "s", "seeds": ["https://s/"]})
+            )
+        rows = {
+            r["key"]: (r["consecutive_misses"], r["availability"], r["price"])
+            for r in await conn.fetch(
+                "SELECT key, consecutive_misses, availability, price FROM products"
+            )
+        }
+    assert report.counted and (report.seen, report.missed) == (1, 1)
+    assert rows["A"] == (1, "in_stock", Decimal("10.00"))  # unknown: unchanged
+    assert rows["B"][0] == 0  # seen
+    assert rows["C"][0] == 2  # not seen: a miss
