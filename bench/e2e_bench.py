@@ -10,6 +10,10 @@ namespace, removed afterwards), then crawls the same shop with the Scrapy spider
 - peak RSS (VmHWM) and CPU seconds per page of every service process,
 - that every payload is stored and every product is in Postgres,
 - the ratio of trawl's wall time to Scrapy's.
+
+The demo shop is a Python server sharing the cores with both crawlers, so these figures measure
+it as much as the crawlers: speed and CPU figures in notes come from ``bench.static_bench``
+(a static site served by nginx, issue 13).
 """
 
 from __future__ import annotations
