@@ -175,8 +175,8 @@ class TrawlStack:
         return self._pool
 
     async def __aenter__(self) -> TrawlStack:
-        await migrate(self.env["DATABASE_URL"])
         try:
+            await migrate(self.env["DATABASE_URL"])
             self._pool = await open_pool(
                 self.env["DATABASE_URL"], min_size=1, max_size=2, attempts=3
             )
