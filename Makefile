@@ -37,9 +37,9 @@ format: $(STAMP)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-bench: $(STAMP)  ## benchmarks that print figures
+bench: $(STAMP)  ## benchmarks that print figures (one: make bench BENCH=static_bench)
 	$(BIN)/pip install -qq -e '.[dev,bench]'
-	$(BIN)/python -m bench
+	$(BIN)/python -m bench $(BENCH)
 
 schemas: $(STAMP)  ## regenerate the JSON Schema files from the Structs
 	$(BIN)/python -m schemas.generate

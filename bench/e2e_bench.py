@@ -10,6 +10,10 @@ namespace, removed afterwards), then crawls the same shop with the Scrapy spider
 - peak RSS (VmHWM) and CPU seconds per page of every service process,
 - that every payload is stored and every product is in Postgres,
 - the ratio of trawl's wall time to Scrapy's.
+
+The demo shop is a Python server sharing the cores with both crawlers, so these figures measure
+it as much as the crawlers: speed and CPU figures in notes come from ``bench.static_bench``
+(a static site served by nginx, issue 13).
 """
 
 from __future__ import annotations
@@ -21,51 +25,13 @@ import os
 import shutil
 import sys
 import tempfile
-import time
-import uuid
 from pathlib import Path
 from urllib.request import urlopen
 
-import asyncpg
-
-from control.client import TrawlClient
-from control.supervisor import Supervisor, parse_scale
-from migrations.runner import migrate
-from services.scheduler.catalog import save_source
-from shared.bus import connect
-from shared.db import open_pool
-from shared.names import Names
-from shared.provision import teardown
-from shared.settings import Settings
-from shared.sources import source_from_dict
+from bench.harness import ROOT, TrawlStack, free_port, pct, run_scrapy
+from control.supervisor import parse_scale
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
-TICK = os.sysconf("SC_CLK_TCK")
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind((HOSTS[0], 0))
-        return s.getsockname()[1]
-
-
-def _proc_stats(pid: int) -> tuple[float, int]:
-    """(CPU seconds, peak RSS in kB) of a live process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
-    hwm = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            hwm = int(line.split()[1])
-    return cpu, hwm
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
 async def _start_shop(products: int, port: int, workdir: Path) -> asyncio.subprocess.Process:
@@ -82,87 +48,50 @@ async def _start_shop(products: int, port: int, workdir: Path) -> asyncio.subpro
 
 
 async def crawl_with_trawl(args: argparse.Namespace, base: str, workdir: Path) -> dict:
-    admin = args.database.rsplit("/", 1)[0]
-    db = f"trawl_bench_{uuid.uuid4().hex[:8]}"
-    env = dict(os.environ)
-    env.update(
-        {
-            "DATABASE_URL": f"{admin}/{db}",
-            "NATS_URL": args.nats,
-            "TRAWL_NAMESPACE": f"bench{uuid.uuid4().hex[:8]}",
-            "TRAWL_API_LISTEN": f"127.0.0.1:{_free_port()}",
-            "TRAWL_LOG_LEVEL": "WARNING",
-            "PYTHONPATH": str(ROOT),
-        }
-    )
-    settings = Settings.from_env(env)
-    await migrate(env["DATABASE_URL"])
     with urlopen(f"{base}/_shop/source", timeout=10) as resp:  # noqa: ASYNC210 - once, at setup
         definition = json.load(resp)
     definition["name"] = "bench"
     definition["pacing"] = {"profile": "fast"}
     # The Scrapy spider fetches no images, so neither does trawl here: the same pages each.
     definition["images"] = False
-    pool = await open_pool(env["DATABASE_URL"], min_size=1, max_size=2, attempts=3)
-    async with pool.acquire() as conn:
-        await save_source(conn, source_from_dict(definition))
-
-    scale = parse_scale(args.scale)
-    sup = Supervisor(scale=scale, demo=False, log_dir=workdir / "logs", env=env)
-    await sup.start()
-    runner = asyncio.create_task(sup.run(), name="supervisor")
-    try:
-        async with TrawlClient(settings) as client:
-            await client.wait_for_workers(scale, timeout=60)
-            cpu0 = {c.name: _proc_stats(c.proc.pid)[0] for c in sup.children if c.proc}
-            t0 = time.monotonic()
-            reply = await client.trigger("bench", timeout=30)
-            assert reply.job_id is not None, reply.error
-            summary = await client.wait(reply.job_id, timeout=3600)
-            wall = time.monotonic() - t0
-            procs = {c.name: (c.proc.pid, c.restarts) for c in sup.children if c.proc}
-            usage = {name: _proc_stats(pid) for name, (pid, _) in procs.items()}
-            async with pool.acquire() as conn:
-                row = await conn.fetchrow(
-                    "SELECT created_at, finished_at, counters FROM jobs WHERE id = $1",
-                    reply.job_id,
-                )
-                lat = await conn.fetch(
-                    "SELECT extract(epoch FROM p.first_seen_at - $2::timestamptz) AS s "
-                    "FROM products p WHERE p.source = 'bench' AND p.last_seen_job = $1",
-                    reply.job_id,
-                    row["created_at"],
-                )
-                ok = await conn.fetchval(
-                    "SELECT count(*) FROM attempts WHERE job_id = $1 AND outcome = 'ok'",
-                    reply.job_id,
-                )
-                stored = await conn.fetchval(
-                    "SELECT count(*) FROM attempts a JOIN payloads p ON p.ref = a.payload_ref "
-                    "AND p.attempt_id = a.attempt_id WHERE a.job_id = $1 AND a.outcome = 'ok'",
-                    reply.job_id,
-                )
-                products = await conn.fetchval(
-                    "SELECT count(*) FROM products WHERE source = 'bench'"
-                )
-            assert client.nc is not None
-            payload_msgs = (
-                await client.nc.jetstream().stream_info(client.names.payload_stream)
-            ).state.messages
-    finally:
-        sup.stop()
-        await runner
-        await pool.close()
-        nc = await connect(args.nats, name="bench-teardown", attempts=3)
-        await teardown(nc.jetstream(), Names(settings.namespace))
-        await nc.close()
-        conn = await asyncpg.connect(f"{admin}/postgres")
-        await conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-        await conn.close()
+    stack = TrawlStack(
+        database=args.database,
+        nats=args.nats,
+        source=definition,
+        scale=parse_scale(args.scale),
+        log_dir=workdir / "logs",
+    )
+    async with stack:
+        cpu0 = {name: cpu for name, (cpu, _) in stack.usage().items()}
+        crawl = await stack.crawl("bench")
+        usage = stack.usage()
+        restarts = stack.restarts()
+        async with stack.pool.acquire() as conn:
+            row = await conn.fetchrow(
+                "SELECT created_at, finished_at, counters FROM jobs WHERE id = $1", crawl.job_id
+            )
+            assert row is not None
+            lat = await conn.fetch(
+                "SELECT extract(epoch FROM p.first_seen_at - $2::timestamptz) AS s "
+                "FROM products p WHERE p.source = 'bench' AND p.last_seen_job = $1",
+                crawl.job_id,
+                row["created_at"],
+            )
+            ok = await conn.fetchval(
+                "SELECT count(*) FROM attempts WHERE job_id = $1 AND outcome = 'ok'",
+                crawl.job_id,
+            )
+            stored = await conn.fetchval(
+                "SELECT count(*) FROM attempts a JOIN payloads p ON p.ref = a.payload_ref "
+                "AND p.attempt_id = a.attempt_id WHERE a.job_id = $1 AND a.outcome = 'ok'",
+                crawl.job_id,
+            )
+            products = await conn.fetchval("SELECT count(*) FROM products WHERE source = 'bench'")
+        payload_msgs = await stack.payload_messages()
     pages = row["counters"].get("total", 0)
     return {
-        "status": summary["status"],
-        "wall": wall,
+        "status": crawl.status,
+        "wall": crawl.wall,
         "crawl": (row["finished_at"] - row["created_at"]).total_seconds(),
         "pages": pages,
         "products": products,
@@ -172,29 +101,18 @@ async def crawl_with_trawl(args: argparse.Namespace, base: str, workdir: Path) -
         "payload_msgs": payload_msgs,
         "cpu": {n: usage[n][0] - cpu0.get(n, 0.0) for n in usage},
         "rss": {n: usage[n][1] for n in usage},
-        "restarts": {n: r for n, (_, r) in procs.items() if r},
+        "restarts": restarts,
     }
 
 
 async def crawl_with_scrapy(base_urls: list[str], workdir: Path) -> tuple[float, int]:
-    out = workdir / "scrapy.jl"
-    t0 = time.monotonic()
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "scrapy", "runspider", str(ROOT / "bench" / "scrapy_spider.py"),
-        "-a", f"start={','.join(u + '/' for u in base_urls)}",
-        "-a", f"hosts={','.join(HOSTS)}", "-O", str(out),
-        "-s", "LOG_LEVEL=WARNING",
-        cwd=workdir,
-    )  # fmt: skip
-    await proc.wait()
-    wall = time.monotonic() - t0
-    items = {json.loads(line)["sku"] for line in out.read_text().splitlines() if line.strip()}
-    return wall, len(items)
+    run = await run_scrapy([u + "/" for u in base_urls], list(HOSTS), workdir)
+    return run.wall, len({item["sku"] for item in run.items})
 
 
 async def main(args: argparse.Namespace) -> None:
     workdir = Path(tempfile.mkdtemp(prefix="trawl-e2e-bench-"))
-    port = _free_port()
+    port = free_port(HOSTS[0])
     shop = await _start_shop(args.products, port, workdir)
     base_urls = [f"http://{h}:{port}" for h in HOSTS]
     try:
@@ -210,8 +128,8 @@ async def main(args: argparse.Namespace) -> None:
     print(f"        wall {wall:.1f} s (trigger → products applied; crawl {t['crawl']:.1f} s)")
     print(f"        {t['pages'] / wall:.0f} pages/s, {t['products'] / wall:.0f} products/s")
     print(
-        f"        trigger→product latency p50 {_pct(t['latency'], 0.5):.1f} s, "
-        f"p99 {_pct(t['latency'], 0.99):.1f} s"
+        f"        trigger→product latency p50 {pct(t['latency'], 0.5):.1f} s, "
+        f"p99 {pct(t['latency'], 0.99):.1f} s"
     )
     print(
         f"        payloads: {t['stored']}/{t['ok']} ok fetches recorded, "
