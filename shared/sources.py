@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Literal, NoReturn, Union, get_args, get_origin, get_type_hints
 from urllib.parse import urlsplit
 
-import jmespath  # type: ignore[import-untyped]  # jmespath has no type hints and no stubs package
-import jmespath.exceptions  # type: ignore[import-untyped]  # (the same)
+import jmespath
+import jmespath.exceptions
 import msgspec
 import yaml
 

@@ -78,8 +78,8 @@ def parse_api(
     products = map_items(raw, api.mapping, url)
     if not raw and isinstance(data, dict) and isinstance(data.get("errors"), list):
         messages = [e.get("message") for e in data["errors"] if isinstance(e, dict)]
-        error = "; ".join(str(m) for m in messages if m) or "errors without a message"
-        return ApiPage(products=products, error=f"API error: {error}"[:500])
+        said = "; ".join(str(m) for m in messages if m) or "errors without a message"
+        return ApiPage(products=products, error=f"API error: {said}"[:500])
     if request is None or api.url is None:
         return ApiPage(products=products)  # replay, `trawl parse`, embedded JSON: no paging
     link, error = _next(data, len(raw), api, request, keyword)
@@ -210,9 +210,9 @@ def _product(
         return None
     currency = normalize_currency(fields.get("currency"))
     prices: dict[str, str | None] = {}
-    for name in _PRICE_FIELDS:
-        amount, named = _price(fields.get(name), mapping.cents)
-        prices[name] = amount
+    for field in _PRICE_FIELDS:
+        amount, named = _price(fields.get(field), mapping.cents)
+        prices[field] = amount
         currency = currency or named
     if prices["sale_price"] is not None and prices["sale_price"] == prices["price"]:
         prices["sale_price"] = None  # "on sale" at the regular price is no sale

@@ -12,7 +12,7 @@ import html
 import re
 import zlib
 
-from schemas.messages import Link
+from schemas.messages import Link, LinkKind
 from schemas.source import Source
 from services.parser.links import classify_url
 from shared.urls import canonicalize
@@ -36,16 +36,15 @@ def parse_sitemap(body: bytes, url: str, source: Source | None) -> list[Link]:
     """Links of a sitemap (children of an index are ``sitemap`` links, pages are classified
     by the source's rules) or of a robots.txt's ``Sitemap:`` lines."""
     data = _inflate(body)
+    found: list[tuple[bytes, LinkKind | None, str | None]]
     if url.rstrip("/").endswith("/robots.txt") and b"<" not in data[:100]:
         found = [(m, "sitemap", None) for m in _ROBOTS_SITEMAP.findall(data)]
     else:
-        kind = "sitemap" if _INDEX.search(data[:4096]) else None
+        kind: LinkKind | None = "sitemap" if _INDEX.search(data[:4096]) else None
         found = []
         for entry in _ENTRY.findall(data) or [data]:
-            lastmod = _LASTMOD.search(entry)
-            found += [
-                (m, kind, lastmod[1].decode() if lastmod else None) for m in _LOC.findall(entry)
-            ]
+            stamp = _LASTMOD.search(entry)
+            found += [(m, kind, stamp[1].decode() if stamp else None) for m in _LOC.findall(entry)]
     links: list[Link] = []
     seen: set[str] = set()
     for raw, kind, lastmod in found[:MAX_URLS]:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.messages import Product
-from services.parser.crosscheck import CONFIDENT
+from schemas.messages import CONFIDENT, Product
 from services.parser.page import parse_page
 
 URL = "https://shop.example.com/p/lamp"
