@@ -82,7 +82,8 @@ def source_to_dict(source: Source) -> dict:
 
 def effective_allowed_domains(source: Source) -> list[str]:
     """``allowed_domains`` if given, else the hosts (``host[:port]``) of seeds, search URL and
-    sitemaps, lower-cased, default ports dropped, in order of first appearance."""
+    sitemaps, lower-cased, default ports dropped, in order of first appearance, each followed by
+    its ``www.`` twin: a site on both spellings is one site (its pagers link either way)."""
     if source.allowed_domains:
         return list(dict.fromkeys(d.lower() for d in source.allowed_domains))
     urls = list(source.seeds)
@@ -92,8 +93,19 @@ def effective_allowed_domains(source: Source) -> list[str]:
         urls.extend(source.sitemaps)
     if source.api is not None and source.api.url:
         urls.append(source.api.url)
-    hosts = (host_of(url) for url in urls)  # the spelling Admission compares with
-    return list(dict.fromkeys(h for h in hosts if h))
+    hosts = [h for h in map(host_of, urls) if h]  # the spelling Admission compares with
+    return list(dict.fromkeys(t for h in hosts for t in (h, _www_twin(h)) if t))
+
+
+def _www_twin(host: str) -> str | None:
+    """``www.shop.test`` for ``shop.test`` and the reverse; None for an address or a bare name."""
+    name, _, port = host.partition(":")
+    if "." not in name or name.replace(".", "").isdigit() or name.startswith("["):
+        return None
+    twin = name[4:] if name.startswith("www.") else f"www.{name}"
+    if "." not in twin:
+        return None
+    return f"{twin}:{port}" if port else twin
 
 
 # -- positions: which line each value came from ------------------------------------------------

@@ -334,9 +334,21 @@ def test_effective_allowed_domains_from_urls() -> None:
     )
     assert effective_allowed_domains(load(text)) == [
         "shop.test",
+        "www.shop.test",  # one site on both spellings; an address has no twin
         "127.0.0.2:8801",
         "search.test:8443",
+        "www.search.test:8443",
         "127.0.0.3:8801",
+    ]
+
+
+def test_a_www_host_allows_its_bare_twin() -> None:
+    text = "name: a\nseeds: [https://www.shop.test/a, http://localhost:8000/, https://www.co/]\n"
+    assert effective_allowed_domains(load(text)) == [
+        "www.shop.test",
+        "shop.test",
+        "localhost:8000",  # a bare name has no twin; neither has a www. host without a domain
+        "www.co",
     ]
 
 
