@@ -60,6 +60,10 @@ class Names:
     def events_all(self) -> str:
         return f"{self.ns}.events.>"
 
+    def owns(self, subject: str) -> bool:
+        """Whether ``subject`` is one of this namespace's."""
+        return subject.startswith(f"{self.ns}.")
+
     def dlq(self, stream_key: str) -> str:
         return f"{self.ns}.dlq.{stream_key}"
 

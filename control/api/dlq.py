@@ -141,7 +141,7 @@ async def requeue(request: web.Request) -> web.Response:
     rt = rt_of(request)
     seq = path_id(request, "seq")
     letter = await _get(rt, seq)
-    if letter.stream not in KEYS or not letter.subject.startswith(f"{rt.names.ns}."):
+    if letter.stream not in KEYS or not rt.names.owns(letter.subject):
         raise Problem(409, "Conflict", f"letter {seq} has no known origin ({letter.subject})")
     # The original msg id would be swallowed by the stream's duplicate window: use a new one
     # per letter, so requeueing the same letter twice still publishes once.

@@ -10,7 +10,7 @@ import msgspec
 from aiohttp import web
 
 from services.scheduler.operations import Conflict, NotFound
-from shared.errors import SourceError
+from shared.errors import SourceError, TrawlError
 
 log = logging.getLogger("trawl.scheduler.api")
 
@@ -27,7 +27,7 @@ class ProblemBody(msgspec.Struct, kw_only=True, omit_defaults=True):
     errors: list[str] | None = None
 
 
-class Problem(Exception):
+class Problem(TrawlError):
     """Raised by handlers; rendered by the middleware."""
 
     def __init__(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 
 from nats.js import JetStreamContext
 
@@ -14,6 +13,7 @@ from services.scheduler import store
 from services.scheduler.store import Conn
 from shared.bus import send
 from shared.channels import JOB_EVENTS
+from shared.lru import LRU
 from shared.names import Names
 from shared.sources import effective_allowed_domains, source_from_dict
 
@@ -26,22 +26,18 @@ class JobSources:
     """Job id → the source definition the job was started with (immutable, so cacheable)."""
 
     def __init__(self, size: int = 1024) -> None:
-        self._cache: OrderedDict[int, tuple[Source, list[str]]] = OrderedDict()
-        self._size = size
+        self._cache: LRU[int, tuple[Source, list[str]]] = LRU(size)
 
     async def get(self, conn: Conn, job_id: int) -> tuple[Source, list[str]]:
         hit = self._cache.get(job_id)
         if hit is not None:
-            self._cache.move_to_end(job_id)
             return hit
         definition = await store.jobs.definition(conn, job_id)
         if definition is None:
             raise LookupError(f"job {job_id} does not exist")
         source = source_from_dict(definition)
         value = (source, effective_allowed_domains(source))
-        self._cache[job_id] = value
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+        self._cache.put(job_id, value)
         return value
 
 
