@@ -27,6 +27,7 @@ from services.scheduler.catalog import save_source
 from services.scheduler.frontier import Admission, Candidate
 from services.scheduler.jobs import JobSources
 from services.scheduler.results import apply_parse_result
+from services.scheduler.seen import SeenLinks
 from services.scheduler.store import Conn
 from shared.db import open_pool
 from shared.sources import source_from_dict
@@ -86,7 +87,7 @@ class Shop:
         return links
 
 
-async def run(conn: Conn, results: int, seed: int) -> dict[str, float]:
+async def run(conn: Conn, results: int, seed: int, *, seen: bool) -> dict[str, float]:
     source = source_from_dict(DEFINITION)
     await save_source(conn, source)
     job_id = await conn.fetchval(
@@ -119,11 +120,12 @@ async def run(conn: Conn, results: int, seed: int) -> dict[str, float]:
         for n, eid in enumerate(entry_ids)
     ]
     job_sources = JobSources()
+    seen_links = SeenLinks() if seen else None
     pid = await conn.fetchval("SELECT pg_backend_pid()")
     admitted = 0
     pg0, cpu0, wall0 = backend_cpu_ms(pid), time.process_time(), time.perf_counter()
     for result in pages:
-        _, n = await apply_parse_result(conn, result, job_sources)
+        _, n = await apply_parse_result(conn, result, job_sources, seen_links)
         admitted += n
     pg1, cpu1, wall1 = backend_cpu_ms(pid), time.process_time(), time.perf_counter()
     links = sum(len(p.links) for p in pages)
@@ -148,7 +150,7 @@ async def main(args: argparse.Namespace) -> None:
     pool = await open_pool(dsn, min_size=1, max_size=1)
     try:
         async with pool.acquire() as conn:
-            out = await run(conn, args.results, args.seed)
+            out = await run(conn, args.results, args.seed, seen=not args.without_seen)
     finally:
         await pool.close()
         admin = await asyncpg.connect(f"{PG}/postgres")
@@ -164,6 +166,9 @@ def cli(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", type=int, default=1000, help="parse results to apply")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument(
+        "--without-seen", action="store_true", help="every link to Postgres (no seen-set)"
+    )
     asyncio.run(main(p.parse_args(argv)))
 
 

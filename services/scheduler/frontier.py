@@ -13,6 +13,7 @@ from schemas.messages import ApiRequest
 from schemas.source import Source
 from services.scheduler import store
 from services.scheduler.priority import base_priority
+from services.scheduler.seen import JobLinks
 from services.scheduler.store import Conn
 from services.scheduler.store.frontier import NewEntry
 from shared.api_template import request_key
@@ -70,10 +71,13 @@ class Admission:
         set_policy: bool = False,
         now: float | None = None,
         traceparent: str | None = None,
+        seen: JobLinks | None = None,
     ) -> int:
         """Insert new entries (duplicates within the job are ignored). Returns how many.
 
         ``now`` (epoch seconds) is the enqueue time for aging; the database clock by default.
+        ``seen``: the links this replica knows are in the job already are not sent to Postgres;
+        the ones sent are staged on it (remembered once the caller's transaction commits).
         """
         entries: dict[tuple[str, str], NewEntry] = {}
         for c in candidates:
@@ -85,7 +89,7 @@ class Admission:
                 image=c.kind == "image",
             )
             key = (canon or "", request_key(c.request))
-            if canon and key not in entries:
+            if canon and key not in entries and not (seen is not None and seen.known(key)):
                 entries[key] = NewEntry(
                     url=canon,
                     request_key=key[1],
@@ -105,13 +109,16 @@ class Admission:
             conn, domains, self.source.pacing.resolved(), set_policy=set_policy
         )
         unchanged = await self._unchanged(conn, candidates)
-        return await store.frontier.admit(
+        admitted = await store.frontier.admit(
             conn,
             job_id,
             [e._replace(unchanged=e.url in unchanged) for e in entries.values()],
             now=now,
             traceparent=traceparent if traceparent is not None else current_traceparent(),
         )
+        if seen is not None:
+            seen.stage(entries)  # inserted now or there already: in the job either way
+        return admitted
 
     async def _unchanged(self, conn: Conn, candidates: list[Candidate]) -> set[str]:
         """URLs a sitemap says have not changed since our stored copy: they enter the job done
