@@ -104,15 +104,16 @@ class Admission:
                 )
         if not entries:
             return 0
-        domains = sorted({e.domain for e in entries.values()})
-        await store.frontier.ensure_domains(
-            conn, domains, self.source.pacing.resolved(), set_policy=set_policy
-        )
+        pace = self.source.pacing.resolved()
+        if set_policy:
+            domains = sorted({e.domain for e in entries.values()})
+            await store.frontier.set_domains_policy(conn, domains, pace)
         unchanged = await self._unchanged(conn, candidates)
         admitted = await store.frontier.admit(
             conn,
             job_id,
             [e._replace(unchanged=e.url in unchanged) for e in entries.values()],
+            pace=pace,
             now=now,
             traceparent=traceparent if traceparent is not None else current_traceparent(),
         )

@@ -129,12 +129,10 @@ async def _apply_parse_result(
     if entry["parsed"] or entry["state"] not in ("dispatched", "fetched"):
         return None, 0  # a redelivery: already applied
     source, allowed = await job_sources.get(conn, attempt.job_id)
-    job = await store.jobs.admission(conn, attempt.job_id)
-    assert job is not None  # the entry references it
     admitted = 0
-    if job["status"] == "running" and (result.links or result.sightings()):
+    if entry["job_status"] == "running" and (result.links or result.sightings()):
         admission = Admission(source, allowed)
-        boost = job_boost(job["priority"], job["requested_by"])
+        boost = job_boost(entry["priority"], entry["requested_by"])
         hops = entry["pagination_hops"]
         # The next page of a listing is as deep as the page that links it: otherwise a
         # category's later pages, and the products only they list, fall off max_depth
