@@ -49,17 +49,23 @@ class Admission:
         ``max_depth`` (a listing is as deep as it has pages; ``max_pages`` bounds it); a run of
         pagination links is bounded by ``max_pagination`` instead."""
         canon = canonicalize(url)
-        if canon is None or (depth > self.max_depth and not api and not image):
+        if canon is None or not self.admits(canon, depth, api=api, hops=hops, image=image):
             return None
+        return canon
+
+    def admits(
+        self, canon: str, depth: int, *, api: bool = False, hops: int = 0, image: bool = False
+    ) -> bool:
+        """Whether a canonical URL may enter the job (see ``accept``)."""
+        if depth > self.max_depth and not api and not image:
+            return False
         if hops > self.max_pagination and not api:
-            return None
+            return False
         # Shops serve images from CDN hosts: an image is exempt from the allowed domains (the
         # fetcher's SSRF guard, robots.txt and the image host's own pacing still apply).
         if self.allowed and not image and host_of(canon).lower() not in self.allowed:
-            return None
-        if any(p.search(canon) for p in self.deny):
-            return None
-        return canon
+            return False
+        return not any(p.search(canon) for p in self.deny)
 
     async def admit(
         self,
@@ -81,15 +87,16 @@ class Admission:
         """
         entries: dict[tuple[str, str], NewEntry] = {}
         for c in candidates:
-            canon = self.accept(
-                c.url,
-                c.depth,
-                api=c.request is not None,
-                hops=c.pagination_hops,
-                image=c.kind == "image",
-            )
-            key = (canon or "", request_key(c.request))
-            if canon and key not in entries and not (seen is not None and seen.known(key)):
+            canon = canonicalize(c.url)
+            if canon is None:
+                continue
+            key = (canon, request_key(c.request))
+            # A link already in the job (this batch, or known to be there) would change
+            # nothing, whether or not its source's rules admit it: skip the checks too.
+            if key in entries or (seen is not None and seen.known(key)):
+                continue
+            api, image = c.request is not None, c.kind == "image"
+            if self.admits(canon, c.depth, api=api, hops=c.pagination_hops, image=image):
                 entries[key] = NewEntry(
                     url=canon,
                     request_key=key[1],
