@@ -13,6 +13,7 @@ from schemas.messages import ApiRequest
 from schemas.source import Source
 from services.scheduler import store
 from services.scheduler.priority import base_priority
+from services.scheduler.seen import JobLinks
 from services.scheduler.store import Conn
 from services.scheduler.store.frontier import NewEntry
 from shared.api_template import request_key
@@ -48,17 +49,23 @@ class Admission:
         ``max_depth`` (a listing is as deep as it has pages; ``max_pages`` bounds it); a run of
         pagination links is bounded by ``max_pagination`` instead."""
         canon = canonicalize(url)
-        if canon is None or (depth > self.max_depth and not api and not image):
+        if canon is None or not self.admits(canon, depth, api=api, hops=hops, image=image):
             return None
+        return canon
+
+    def admits(
+        self, canon: str, depth: int, *, api: bool = False, hops: int = 0, image: bool = False
+    ) -> bool:
+        """Whether a canonical URL may enter the job (see ``accept``)."""
+        if depth > self.max_depth and not api and not image:
+            return False
         if hops > self.max_pagination and not api:
-            return None
+            return False
         # Shops serve images from CDN hosts: an image is exempt from the allowed domains (the
         # fetcher's SSRF guard, robots.txt and the image host's own pacing still apply).
         if self.allowed and not image and host_of(canon).lower() not in self.allowed:
-            return None
-        if any(p.search(canon) for p in self.deny):
-            return None
-        return canon
+            return False
+        return not any(p.search(canon) for p in self.deny)
 
     async def admit(
         self,
@@ -70,22 +77,26 @@ class Admission:
         set_policy: bool = False,
         now: float | None = None,
         traceparent: str | None = None,
+        seen: JobLinks | None = None,
     ) -> int:
         """Insert new entries (duplicates within the job are ignored). Returns how many.
 
         ``now`` (epoch seconds) is the enqueue time for aging; the database clock by default.
+        ``seen``: the links this replica knows are in the job already are not sent to Postgres;
+        the ones sent are staged on it (remembered once the caller's transaction commits).
         """
         entries: dict[tuple[str, str], NewEntry] = {}
         for c in candidates:
-            canon = self.accept(
-                c.url,
-                c.depth,
-                api=c.request is not None,
-                hops=c.pagination_hops,
-                image=c.kind == "image",
-            )
-            key = (canon or "", request_key(c.request))
-            if canon and key not in entries:
+            canon = canonicalize(c.url)
+            if canon is None:
+                continue
+            key = (canon, request_key(c.request))
+            # A link already in the job (this batch, or known to be there) would change
+            # nothing, whether or not its source's rules admit it: skip the checks too.
+            if key in entries or (seen is not None and seen.known(key)):
+                continue
+            api, image = c.request is not None, c.kind == "image"
+            if self.admits(canon, c.depth, api=api, hops=c.pagination_hops, image=image):
                 entries[key] = NewEntry(
                     url=canon,
                     request_key=key[1],
@@ -100,18 +111,22 @@ class Admission:
                 )
         if not entries:
             return 0
-        domains = sorted({e.domain for e in entries.values()})
-        await store.frontier.ensure_domains(
-            conn, domains, self.source.pacing.resolved(), set_policy=set_policy
-        )
+        pace = self.source.pacing.resolved()
+        if set_policy:
+            domains = sorted({e.domain for e in entries.values()})
+            await store.frontier.set_domains_policy(conn, domains, pace)
         unchanged = await self._unchanged(conn, candidates)
-        return await store.frontier.admit(
+        admitted = await store.frontier.admit(
             conn,
             job_id,
             [e._replace(unchanged=e.url in unchanged) for e in entries.values()],
+            pace=pace,
             now=now,
             traceparent=traceparent if traceparent is not None else current_traceparent(),
         )
+        if seen is not None:
+            seen.stage(entries)  # inserted now or there already: in the job either way
+        return admitted
 
     async def _unchanged(self, conn: Conn, candidates: list[Candidate]) -> set[str]:
         """URLs a sitemap says have not changed since our stored copy: they enter the job done

@@ -59,10 +59,6 @@ SELECT status FROM jobs WHERE id = $1
 -- name: job_head
 SELECT source, kind, status FROM jobs WHERE id = $1
 
--- name: job_admission
--- What admitting a parse result's links needs of its job.
-SELECT priority, requested_by, status FROM jobs WHERE id = $1
-
 -- name: job_source
 SELECT source FROM jobs WHERE id = $1
 
@@ -204,7 +200,17 @@ SELECT url FROM catalog_product_urls WHERE source = $1 ORDER BY url
 
 -- name: admit_entries
 -- New entries of a job; duplicates within the job are ignored. A URL a sitemap says has not
--- changed since our stored copy enters done (not_modified).
+-- changed since our stored copy enters done (not_modified). Their domains are registered and
+-- marked as having pending work in the same statement (one round trip): a discovered domain
+-- gets the source's pace ($14 max_in_flight, $15 min_delay, $16 max_delay) on first sight, a
+-- known one keeps its own. A false alarm (every URL was a duplicate) is cleared by the next
+-- claim that finds the domain dry.
+WITH marked AS (
+    INSERT INTO domains (domain, max_in_flight, min_delay, max_delay, has_pending)
+    SELECT DISTINCT d, $14::int, $15::float8, $16::float8, true FROM unnest($3::text[]) AS d ORDER BY d
+    ON CONFLICT (domain) DO UPDATE SET has_pending = true WHERE NOT domains.has_pending
+    RETURNING 1
+)
 INSERT INTO entries (job_id, url, domain, kind, depth, keyword, priority, rank, traceparent,
                      request, request_key, state, last_outcome, pagination_hops)
 SELECT $1, u.url, u.domain, u.kind, u.depth, u.keyword, u.priority,
@@ -215,25 +221,20 @@ SELECT $1, u.url, u.domain, u.kind, u.depth, u.keyword, u.priority,
 FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::int[], $10::text[],
             $11::text[], $12::boolean[], $13::int[])
      AS u(url, domain, kind, depth, keyword, priority, request, request_key, unchanged, hops)
--- A stable lock order: concurrent admits of overlapping URLs cannot deadlock.
+-- The domains first (an init plan runs before the first row), then the entries in a stable
+-- lock order: concurrent admits of overlapping URLs cannot deadlock.
+WHERE (SELECT count(*) FROM marked) >= 0
 ORDER BY u.url, u.request_key
 ON CONFLICT (job_id, url, request_key) DO NOTHING
 
 -- name: set_domains_policy
--- A job's start sets its domains' pace from the source. Both this and ensure_domains mark the
--- domains as having pending work; a false alarm (every URL was a duplicate) is cleared by the
--- next claim that finds the domain dry.
+-- A job's start sets its domains' pace from the source, before admitting its seeds, and marks
+-- them as having pending work (as admit_entries does).
 INSERT INTO domains (domain, max_in_flight, min_delay, max_delay, has_pending)
 SELECT d, $2, $3, $4, true FROM unnest($1::text[]) AS d ORDER BY d
 ON CONFLICT (domain) DO UPDATE
 SET max_in_flight = EXCLUDED.max_in_flight, min_delay = EXCLUDED.min_delay,
     max_delay = EXCLUDED.max_delay, has_pending = true, updated_at = now()
-
--- name: ensure_domains
--- A discovered domain gets the source's pace on first sight; a known one keeps its own.
-INSERT INTO domains (domain, max_in_flight, min_delay, max_delay, has_pending)
-SELECT d, $2, $3, $4, true FROM unnest($1::text[]) AS d ORDER BY d
-ON CONFLICT (domain) DO UPDATE SET has_pending = true WHERE NOT domains.has_pending
 
 -- name: stored_copies
 -- The URLs of a source with a stored copy (url_state), with when it was stored.
@@ -343,7 +344,10 @@ RETURNING 1
 SELECT state, attempts, domain, parsed FROM entries WHERE id = $1 FOR UPDATE
 
 -- name: lock_entry_for_parse
-SELECT state, attempts, parsed, pagination_hops FROM entries WHERE id = $1 FOR UPDATE
+-- The entry, locked, with what admitting its links needs of its job (one round trip).
+SELECT e.state, e.attempts, e.parsed, e.pagination_hops, j.priority, j.requested_by,
+       j.status AS job_status
+FROM entries e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1 FOR UPDATE OF e
 
 -- name: lock_domain_pace
 SELECT min_delay, max_delay, backoff, crawl_delay FROM domains WHERE domain = $1 FOR UPDATE

@@ -18,6 +18,7 @@ from services.scheduler.jobs import JobSources
 from services.scheduler.priority import job_boost
 from services.scheduler.proxies import record_proxy_outcome
 from services.scheduler.retry import retry_delay
+from services.scheduler.seen import JobLinks, SeenLinks
 from services.scheduler.store import Conn
 from shared.api_template import request_key
 
@@ -101,52 +102,64 @@ async def _pace_domain(conn: Conn, domain: str, result: FetchResult) -> None:
 
 
 async def apply_parse_result(
-    conn: Conn, result: ParseResult, job_sources: JobSources
+    conn: Conn, result: ParseResult, job_sources: JobSources, seen: SeenLinks | None = None
 ) -> tuple[Applied | None, int]:
     """Admit the discovered links and close the entry, or, when the fetch result is not in
     yet, mark it parsed so that the fetch result closes it. Returns (applied, links admitted).
+
+    ``seen``: the links this replica knows are in the job already skip the admission query;
+    the links sent to it are remembered once the transaction has committed (not when it is
+    nested in a caller's transaction, which may still roll back).
     """
-    attempt = result.attempt
+    links = seen.job(result.attempt.job_id) if seen is not None else None
     async with conn.transaction():
-        entry = await store.results.lock_entry_for_parse(conn, attempt.entry_id)
-        if entry is None or entry["attempts"] != attempt.number:
-            return None, 0
-        if entry["parsed"] or entry["state"] not in ("dispatched", "fetched"):
-            return None, 0  # a redelivery: already applied
-        source, allowed = await job_sources.get(conn, attempt.job_id)
-        job = await store.jobs.admission(conn, attempt.job_id)
-        assert job is not None  # the entry references it
-        admitted = 0
-        if job["status"] == "running" and (result.links or result.sightings()):
-            admission = Admission(source, allowed)
-            boost = job_boost(job["priority"], job["requested_by"])
-            hops = entry["pagination_hops"]
-            # The next page of a listing is as deep as the page that links it: otherwise a
-            # category's later pages, and the products only they list, fall off max_depth
-            # depending on which page's links happened to be parsed first.
-            candidates = [
-                Candidate(
-                    link.url,
-                    link.kind,
-                    attempt.depth if link.kind == "pagination" else attempt.depth + 1,
-                    attempt.keyword,
-                    link.request,
-                    link.lastmod,
-                    pagination_hops=hops + 1 if link.kind == "pagination" else 0,
-                )
-                for link in result.links
-            ]
-            images = [p.image for p in result.sightings() if p.image]
-            candidates += await image_candidates(conn, source, images, attempt.depth + 1)
-            admitted = await admission.admit(conn, attempt.job_id, candidates, boost=boost)
-        closes = entry["state"] == "fetched"
-        await store.results.set_entry_parsed(
-            conn,
-            attempt.entry_id,
-            # An API page lists many; the refresher waits for them all. An unsure sighting is
-            # not applied (Product.confident), so it is not counted either.
-            products=sum(p.confident for p in result.sightings()),
-            error=result.error,
-            closes=closes,
-        )
-        return Applied(attempt.job_id, terminal=closes), admitted
+        applied = await _apply_parse_result(conn, result, job_sources, links)
+    if links is not None and not conn.is_in_transaction():
+        links.commit()
+    return applied
+
+
+async def _apply_parse_result(
+    conn: Conn, result: ParseResult, job_sources: JobSources, seen: JobLinks | None
+) -> tuple[Applied | None, int]:
+    attempt = result.attempt
+    entry = await store.results.lock_entry_for_parse(conn, attempt.entry_id)
+    if entry is None or entry["attempts"] != attempt.number:
+        return None, 0
+    if entry["parsed"] or entry["state"] not in ("dispatched", "fetched"):
+        return None, 0  # a redelivery: already applied
+    source, allowed = await job_sources.get(conn, attempt.job_id)
+    admitted = 0
+    if entry["job_status"] == "running" and (result.links or result.sightings()):
+        admission = Admission(source, allowed)
+        boost = job_boost(entry["priority"], entry["requested_by"])
+        hops = entry["pagination_hops"]
+        # The next page of a listing is as deep as the page that links it: otherwise a
+        # category's later pages, and the products only they list, fall off max_depth
+        # depending on which page's links happened to be parsed first.
+        candidates = [
+            Candidate(
+                link.url,
+                link.kind,
+                attempt.depth if link.kind == "pagination" else attempt.depth + 1,
+                attempt.keyword,
+                link.request,
+                link.lastmod,
+                pagination_hops=hops + 1 if link.kind == "pagination" else 0,
+            )
+            for link in result.links
+        ]
+        images = [p.image for p in result.sightings() if p.image]
+        candidates += await image_candidates(conn, source, images, attempt.depth + 1)
+        admitted = await admission.admit(conn, attempt.job_id, candidates, boost=boost, seen=seen)
+    closes = entry["state"] == "fetched"
+    await store.results.set_entry_parsed(
+        conn,
+        attempt.entry_id,
+        # An API page lists many; the refresher waits for them all. An unsure sighting is
+        # not applied (Product.confident), so it is not counted either.
+        products=sum(p.confident for p in result.sightings()),
+        error=result.error,
+        closes=closes,
+    )
+    return Applied(attempt.job_id, terminal=closes), admitted

@@ -18,6 +18,7 @@ from services.scheduler.dispatch import Dispatcher
 from services.scheduler.jobs import JobSources, complete_and_announce, publish_event
 from services.scheduler.results import apply_fetch_result, apply_parse_result
 from services.scheduler.schedules import claim_due, record_run
+from services.scheduler.seen import SeenLinks
 from services.scheduler.store import Conn
 from services.scheduler.sweeps import Periods, Sweeps
 from services.scheduler.triggers import start_job, trigger_digest
@@ -39,6 +40,7 @@ class Scheduler:
         self.pool: asyncpg.Pool = rt.pool
         self.periods = periods or Periods()
         self.job_sources = JobSources()
+        self.seen = SeenLinks()  # links known to be in their job: skip the admission query
         self.dispatcher = Dispatcher(
             self.pool, rt.js, rt.names, self.job_sources, metrics=rt.metrics
         )
@@ -128,7 +130,7 @@ class Scheduler:
     async def on_parsed(self, d: Delivery[ParseResult]) -> None:
         async with self.pool.acquire() as conn:
             try:
-                applied, _ = await apply_parse_result(conn, d.body, self.job_sources)
+                applied, _ = await apply_parse_result(conn, d.body, self.job_sources, self.seen)
             except asyncpg.DeadlockDetectedError as exc:
                 raise Retry("deadlock", delay=0.2) from exc
             if applied:

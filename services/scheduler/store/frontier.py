@@ -30,18 +30,13 @@ class StoredCopy(NamedTuple):
     updated_at: datetime
 
 
-async def ensure_domains(
-    conn: Conn,
-    domains: list[str],
-    pace: tuple[float, float, int],
-    *,
-    set_policy: bool,
+async def set_domains_policy(
+    conn: Conn, domains: list[str], pace: tuple[float, float, int]
 ) -> None:
-    """Register the domains with the pace ``(min_delay, max_delay, max_in_flight)`` and mark
-    them as having pending work. ``set_policy`` (a job's start) overwrites a known domain's
-    pace; otherwise a known domain keeps its own."""
+    """A job's start: register the domains with the pace ``(min_delay, max_delay,
+    max_in_flight)``, overwriting a known domain's, and mark them as having pending work."""
     lo, hi, n = pace
-    await conn.execute(Q.set_domains_policy if set_policy else Q.ensure_domains, domains, n, lo, hi)
+    await conn.execute(Q.set_domains_policy, domains, n, lo, hi)
 
 
 async def admit(
@@ -49,13 +44,17 @@ async def admit(
     job_id: int,
     entries: Sequence[NewEntry],
     *,
+    pace: tuple[float, float, int],
     now: float | None,
     traceparent: str | None,
 ) -> int:
-    """Insert new entries (duplicates within the job are ignored); returns how many.
+    """Insert new entries (duplicates within the job are ignored); returns how many. Their
+    domains are registered with the pace ``(min_delay, max_delay, max_in_flight)`` on first
+    sight (a known domain keeps its own) and marked as having pending work.
 
     ``now`` (epoch seconds) is the enqueue time for aging; the database clock when None.
     """
+    lo, hi, n = pace
     status = await conn.execute(
         Q.admit_entries,
         job_id,
@@ -71,6 +70,9 @@ async def admit(
         [e.request_key for e in entries],
         [e.unchanged for e in entries],
         [e.pagination_hops for e in entries],
+        n,
+        lo,
+        hi,
     )
     return affected(status)
 

@@ -61,11 +61,6 @@ async def head(conn: Conn, job_id: int) -> asyncpg.Record | None:
     return await conn.fetchrow(Q.job_head, job_id)
 
 
-async def admission(conn: Conn, job_id: int) -> asyncpg.Record | None:
-    """(priority, requested_by, status): what admitting a page's links needs of its job."""
-    return await conn.fetchrow(Q.job_admission, job_id)
-
-
 async def counters(conn: Conn, job_id: int) -> dict[str, int]:
     """Entries by state and by last outcome, products found, parse errors, open entries, and
     per keyword ``kw:<keyword>:pages|products``."""

@@ -36,7 +36,8 @@ async def lock_entry_for_fetch(conn: Conn, entry_id: int) -> asyncpg.Record | No
 
 
 async def lock_entry_for_parse(conn: Conn, entry_id: int) -> asyncpg.Record | None:
-    """(state, attempts, parsed, pagination_hops) of the entry, locked for this transaction."""
+    """(state, attempts, parsed, pagination_hops) of the entry, locked for this transaction,
+    and (priority, requested_by, job_status) of its job."""
     return await conn.fetchrow(Q.lock_entry_for_parse, entry_id)
 
 

@@ -1,0 +1,72 @@
+"""The links a scheduler replica knows are already in a job's frontier, so that a page's
+repeated links (navigation, facets, related products) do not go to Postgres again.
+
+Postgres stays the authority: the unique index on (job, url, request key) and ``ON CONFLICT``
+decide what is admitted. The set only skips a link that is certainly in the job: one this
+replica sent to the admission query in a transaction that committed (inserted then, or found
+there already). Entries never leave a job, so a remembered link stays true. The set is exact
+(a false positive would lose a link), starts empty, is bounded (least recently used out
+first; a forgotten link costs one more round trip), and each replica keeps its own.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+
+# (canonical URL, request key): what the unique index says makes an entry within a job.
+LinkKey = tuple[str, str]
+
+
+class SeenLinks:
+    """At most ``capacity`` (job, canonical URL, request key) triples, least recently used out
+    first. Not thread-safe: one event loop's set."""
+
+    def __init__(self, capacity: int = 200_000) -> None:
+        self.capacity = capacity
+        self._keys: OrderedDict[tuple[int, str, str], None] = OrderedDict()
+
+    def job(self, job_id: int) -> JobLinks:
+        """A view for one transaction: checks, and links staged until it commits."""
+        return JobLinks(self, job_id)
+
+    def known(self, job_id: int, key: LinkKey) -> bool:
+        k = (job_id, *key)
+        if k in self._keys:
+            self._keys.move_to_end(k)
+            return True
+        return False
+
+    def remember(self, job_id: int, keys: Iterable[LinkKey]) -> None:
+        """Links now certainly in the job's frontier (their transaction committed)."""
+        items = self._keys
+        for url, request_key in keys:
+            k = (job_id, url, request_key)
+            items[k] = None
+            items.move_to_end(k)
+        while len(items) > self.capacity:
+            items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+class JobLinks:
+    """One job's links within one transaction: ``known`` consults the set, ``stage`` holds the
+    links sent to the admission query, and ``commit`` (called once the transaction has
+    committed) remembers them. A rolled-back transaction's view is simply dropped."""
+
+    def __init__(self, seen: SeenLinks, job_id: int) -> None:
+        self.seen = seen
+        self.job_id = job_id
+        self._staged: list[LinkKey] = []
+
+    def known(self, key: LinkKey) -> bool:
+        return self.seen.known(self.job_id, key)
+
+    def stage(self, keys: Iterable[LinkKey]) -> None:
+        self._staged.extend(keys)
+
+    def commit(self) -> None:
+        self.seen.remember(self.job_id, self._staged)
+        self._staged = []
