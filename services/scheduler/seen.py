@@ -11,8 +11,9 @@ first; a forgotten link costs one more round trip), and each replica keeps its o
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable
+
+from shared.lru import LRU
 
 # (canonical URL, request key): what the unique index says makes an entry within a job.
 LinkKey = tuple[str, str]
@@ -24,28 +25,19 @@ class SeenLinks:
 
     def __init__(self, capacity: int = 200_000) -> None:
         self.capacity = capacity
-        self._keys: OrderedDict[tuple[int, str, str], None] = OrderedDict()
+        self._keys: LRU[tuple[int, str, str], bool] = LRU(capacity)
 
     def job(self, job_id: int) -> JobLinks:
         """A view for one transaction: checks, and links staged until it commits."""
         return JobLinks(self, job_id)
 
     def known(self, job_id: int, key: LinkKey) -> bool:
-        k = (job_id, *key)
-        if k in self._keys:
-            self._keys.move_to_end(k)
-            return True
-        return False
+        return self._keys.get((job_id, *key)) is not None
 
     def remember(self, job_id: int, keys: Iterable[LinkKey]) -> None:
         """Links now certainly in the job's frontier (their transaction committed)."""
-        items = self._keys
         for url, request_key in keys:
-            k = (job_id, url, request_key)
-            items[k] = None
-            items.move_to_end(k)
-        while len(items) > self.capacity:
-            items.popitem(last=False)
+            self._keys.put((job_id, url, request_key), True)
 
     def __len__(self) -> int:
         return len(self._keys)
