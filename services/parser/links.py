@@ -157,7 +157,9 @@ def extract_links(
     rules: Rules,
     forest: Forest,
     html: str | None = None,
+    heads: list[LexborNode] | None = None,
 ) -> list[Link]:
+    """``heads``: the page's ``link[rel][href]`` when the caller has them."""
     current = canonicalize(page_url) or page_url
     site = site_base(base_url)
     here = _listing_key(current)
@@ -215,7 +217,7 @@ def extract_links(
             add(attrs.get("href"), "action", node, attrs)
         else:
             add(attrs.get("href"), hints.get(node.mem_id), node, attrs)
-    for node in _css(tree, "link[rel][href]"):
+    for node in _css(tree, "link[rel][href]") if heads is None else heads:
         attrs = node.attributes
         if not _REL_HEAD.isdisjoint((attrs.get("rel") or "").lower().split()):
             add(attrs.get("href"), "rel", node)
