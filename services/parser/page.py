@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import msgspec
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Link, Product
 from schemas.source import Source
@@ -76,10 +76,14 @@ def parse_page(
     tree, text = decoded
     base = _guard("base", url, lambda: _base_url(tree, url)) or url
     forest = _guard("jsonld", url, lambda: extract_jsonld(tree)) or Forest()
-    product = _guard("product", url, lambda: _product(tree, text, url, base, forest, source, kind))
+    # <link rel href>: the canonical URL and rel=next/prev; one walk of the tree for both.
+    heads = _guard("links", url, lambda: tree.css("link[rel][href]")) or []
+    product = _guard(
+        "product", url, lambda: _product(tree, text, url, base, forest, source, kind, heads)
+    )
     rules = _guard("rules", url, lambda: Rules.build(source, url))
     links = (
-        _guard("links", url, lambda: _links(tree, text, url, base, rules, forest))
+        _guard("links", url, lambda: _links(tree, text, url, base, rules, forest, heads))
         if rules
         else None
     )
@@ -87,9 +91,17 @@ def parse_page(
 
 
 def _links(
-    tree: LexborHTMLParser, text: str, url: str, base: str, rules: Rules, forest: Forest
+    tree: LexborHTMLParser,
+    text: str,
+    url: str,
+    base: str,
+    rules: Rules,
+    forest: Forest,
+    heads: list[LexborNode],
 ) -> list[Link]:
-    return extract_links(tree, page_url=url, base_url=base, rules=rules, forest=forest, html=text)
+    return extract_links(
+        tree, page_url=url, base_url=base, rules=rules, forest=forest, html=text, heads=heads
+    )
 
 
 def _guard(step: str, url: str, fn: Callable[[], T]) -> T | None:
@@ -160,8 +172,9 @@ def _product(
     forest: Forest,
     source: Source | None,
     kind: str | None,
+    heads: list[LexborNode],
 ) -> Product | None:
-    canonical = _canonical(tree, base)
+    canonical = _canonical(heads, base)
     page_urls = {u for u in (canonicalize(url), canonical) if u}
     # A listing's page has no product; only a structured product that names this very page
     # as its URL overrides that (a product page reached through a mis-classified link).
@@ -271,8 +284,9 @@ def _to_product(
     )
 
 
-def _canonical(tree: LexborHTMLParser, base: str) -> str | None:
-    for node in tree.css("link[rel][href]"):
+def _canonical(heads: list[LexborNode], base: str) -> str | None:
+    """The first ``<link rel=canonical>`` of ``heads`` (the page's ``link[rel][href]``)."""
+    for node in heads:
         attrs = node.attributes
         if "canonical" in (attrs.get("rel") or "").lower().split():
             return canonicalize(attrs.get("href") or "", base)

@@ -155,10 +155,13 @@ def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
     (``find_buttons``): they cost several walks of the tree."""
     out = Visible()
     memo: dict[int, bool] = {}
-    title = _title(tree, title_hint)
+    # One walk of the tree for the titles and the price elements: _PRICE_NODES holds every
+    # h1, in document order.
+    nodes = tree.css(_PRICE_NODES)
+    title = _title([node for node in nodes if node.tag == "h1"], title_hint)
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
-    _read_prices(tree, title, out, memo)
+    _read_prices(nodes, title, out, memo)
     out.stock = _stock(tree, memo)
     return out
 
@@ -181,8 +184,8 @@ def find_buttons(tree: LexborHTMLParser, shown: Visible, page_urls: set[str], ba
 # --- title ---------------------------------------------------------------------------------
 
 
-def _title(tree: LexborHTMLParser, hint: str | None) -> LexborNode | None:
-    titles = tree.css("h1")
+def _title(titles: list[LexborNode], hint: str | None) -> LexborNode | None:
+    """The page's title among its ``h1`` elements (in document order)."""
     if len(titles) <= 1:
         return titles[0] if titles else None
     texts = [" ".join(t.text(deep=True, separator=" ").split()).casefold() for t in titles]
@@ -198,9 +201,9 @@ def _title(tree: LexborHTMLParser, hint: str | None) -> LexborNode | None:
 
 
 def _read_prices(
-    tree: LexborHTMLParser, title: LexborNode | None, out: Visible, memo: dict[int, bool]
+    nodes: list[LexborNode], title: LexborNode | None, out: Visible, memo: dict[int, bool]
 ) -> None:
-    nodes = tree.css(_PRICE_NODES)
+    """The prices of ``nodes`` (the page's ``_PRICE_NODES``) from the title on."""
     start = 0
     if title is not None:
         start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
