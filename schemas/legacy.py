@@ -10,6 +10,8 @@ url, kind, depth, keyword, request, previous payload), travels as one nested ``A
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
 
 from schemas.messages import (
@@ -25,6 +27,18 @@ from schemas.messages import (
     Product,
 )
 from schemas.outcomes import Outcome
+
+_ATTEMPT_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Attempt))
+M = TypeVar("M", FetchWork, FetchResult, ParseResult)
+
+
+def _upgraded(old: Message, new: type[M], *, number: int) -> M:
+    """``old`` in the ``new`` shape: its attempt fields gathered into one ``Attempt``, the rest
+    carried over by name (a v1 field the new shape lacks, such as ``attempt_id``, is dropped)."""
+    fields = msgspec.structs.asdict(old)
+    attempt = Attempt(number=number, **{k: v for k, v in fields.items() if k in _ATTEMPT_FIELDS})
+    keep = {f.name for f in msgspec.structs.fields(new)} - {"v", "attempt"}
+    return new(attempt=attempt, **{k: v for k, v in fields.items() if k in keep})
 
 
 def _attempt_number(attempt_id: str) -> int:
@@ -52,26 +66,7 @@ class FetchWorkV1(Message, tag="fetch_work", kw_only=True, frozen=True):
     request: ApiRequest | None = None
 
     def upgrade(self) -> FetchWork:
-        return FetchWork(
-            attempt=Attempt(
-                entry_id=self.entry_id,
-                number=self.attempt,
-                job_id=self.job_id,
-                source=self.source,
-                url=self.url,
-                kind=self.kind,
-                depth=self.depth,
-                keyword=self.keyword,
-                request=self.request,
-                previous_payload_ref=self.previous_payload_ref,
-            ),
-            domain=self.domain,
-            not_before=self.not_before,
-            deadline=self.deadline,
-            etag=self.etag,
-            last_modified=self.last_modified,
-            policy=self.policy,
-        )
+        return _upgraded(self, FetchWork, number=self.attempt)
 
 
 class FetchResultV1(Message, tag="fetch_result", kw_only=True, frozen=True):
@@ -103,36 +98,7 @@ class FetchResultV1(Message, tag="fetch_result", kw_only=True, frozen=True):
     request: ApiRequest | None = None
 
     def upgrade(self) -> FetchResult:
-        return FetchResult(
-            attempt=Attempt(
-                entry_id=self.entry_id,
-                number=_attempt_number(self.attempt_id),
-                job_id=self.job_id,
-                source=self.source,
-                url=self.url,
-                kind=self.kind,
-                depth=self.depth,
-                keyword=self.keyword,
-                request=self.request,
-                previous_payload_ref=self.previous_payload_ref,
-            ),
-            outcome=self.outcome,
-            final_url=self.final_url,
-            status=self.status,
-            error=self.error,
-            started_at=self.started_at,
-            elapsed_ms=self.elapsed_ms,
-            payload_ref=self.payload_ref,
-            content_type=self.content_type,
-            charset=self.charset,
-            size=self.size,
-            retry_after=self.retry_after,
-            crawl_delay=self.crawl_delay,
-            etag=self.etag,
-            last_modified=self.last_modified,
-            proxy=self.proxy,
-            fingerprint=self.fingerprint,
-        )
+        return _upgraded(self, FetchResult, number=_attempt_number(self.attempt_id))
 
 
 class ParseResultV1(Message, tag="parse_result", kw_only=True, frozen=True):
@@ -151,23 +117,7 @@ class ParseResultV1(Message, tag="parse_result", kw_only=True, frozen=True):
     products: list[Product] = []
 
     def upgrade(self) -> ParseResult:
-        return ParseResult(
-            attempt=Attempt(
-                entry_id=self.entry_id,
-                number=_attempt_number(self.attempt_id),
-                job_id=self.job_id,
-                source=self.source,
-                url=self.url,
-                depth=self.depth,
-                keyword=self.keyword,
-            ),
-            payload_ref=self.payload_ref,
-            product=self.product,
-            links=self.links,
-            not_modified=self.not_modified,
-            error=self.error,
-            products=self.products,
-        )
+        return _upgraded(self, ParseResult, number=_attempt_number(self.attempt_id))
 
 
 LEGACY: dict[type[Message], tuple[type[FetchWorkV1 | FetchResultV1 | ParseResultV1], ...]] = {
