@@ -5,6 +5,7 @@ stops all cleanly."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import contextlib
 import logging
 import os
@@ -48,7 +49,9 @@ def parse_scale(spec: str | None) -> dict[str, int]:
 
 
 def chromium_installed() -> bool:
-    return bool(os.environ.get("TRAWL_CHROMIUM") or shutil.which("chromium"))
+    """Whether a renderer can run here: a Chromium and Playwright (the ``render`` extra)."""
+    browser = os.environ.get("TRAWL_CHROMIUM") or shutil.which("chromium")
+    return bool(browser) and importlib.util.find_spec("playwright") is not None
 
 
 @dataclass

@@ -4,7 +4,10 @@ address."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +18,7 @@ from control.client import TrawlClient
 from demo.shop import DemoShop
 from services.scheduler.catalog import save_source
 from shared.sources import source_from_dict
-from tests.support.stack import Stack
+from tests.support.stack import Stack, eventually
 
 pytestmark = [
     pytest.mark.e2e,
@@ -110,3 +113,67 @@ async def test_a_rendered_page_cannot_reach_a_forbidden_address(
     assert any("/js/redirect" in line for line in refused)
     redirects = [r for r in shop.request_log if r["path"].startswith("/js/redirect")]
     assert redirects, "the redirect hop itself is a same-site request the guard lets through"
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _is_chromium(pid: int) -> bool:
+    try:
+        return b"chromium" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+async def test_a_killed_browser_is_relaunched_and_loses_no_page(
+    shop, env, settings, pool, tmp_path: Path
+) -> None:
+    definition = shop.js_source_definition()
+    async with pool.acquire() as conn:
+        await save_source(conn, source_from_dict(definition))
+    async with (
+        Stack(env, tmp_path, scale="renderer=1") as stack,
+        TrawlClient(settings) as client,
+    ):
+        renderer = next(c for c in stack.sup.children if c.name == "renderer-0")
+        assert renderer.proc is not None
+        reply = await client.trigger(definition["name"])
+        log = tmp_path / "renderer-0.log"
+
+        async def first_render() -> bool:
+            return log.exists() and '"render_done"' in log.read_text()
+
+        await eventually(first_render, timeout=60)
+        # SIGKILL the browser (its processes under the renderer), pages still to come.
+        browsers = [p for p in _descendants(renderer.proc.pid) if _is_chromium(p)]
+        assert browsers, "the renderer runs no browser"
+        for pid in browsers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        summary = await client.wait(reply.job_id, timeout=180)
+        assert summary["status"] == "completed", stack.logs()
+        job = await client.job(reply.job_id)
+        products = {p["key"]: p for p in await client.products(definition["name"])}
+
+    truth = {p["key"]: p for p in shop.truth()}
+    assert set(products) == set(truth)
+    assert all(products[k]["price"] == truth[k]["price"] for k in truth)
+    assert job is not None and job["counters"].get("failed", 0) == 0
+    launches = log.read_text().count('"browser_launch"')
+    assert launches >= 2, "the browser was not relaunched"

@@ -104,14 +104,24 @@ class BrowserPool:
                 await self._playwright.stop()
 
     async def _launch(self) -> None:
-        if self._playwright is None:
-            self._playwright = await async_playwright().start()
         args = list(_OFFLINE_ARGS)
         if not self.settings.sandbox:
             args.append("--no-sandbox")
-        self._browser = await self._playwright.chromium.launch(
-            executable_path=self.settings.executable, args=args, headless=True
-        )
+        for attempt in range(2):
+            if self._playwright is None:
+                self._playwright = await async_playwright().start()
+            try:
+                self._browser = await self._playwright.chromium.launch(
+                    executable_path=self.settings.executable, args=args, headless=True
+                )
+                break
+            except Exception:
+                # Playwright's driver itself may be gone (killed with the browser): start anew.
+                with contextlib.suppress(Exception):
+                    await self._playwright.stop()
+                self._playwright = None
+                if attempt:
+                    raise
         self._pages = 0
         self.launches += 1
         log.info(
