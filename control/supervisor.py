@@ -5,8 +5,8 @@ stops all cleanly."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import contextlib
+import importlib.util
 import logging
 import os
 import shutil
