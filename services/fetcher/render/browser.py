@@ -107,11 +107,12 @@ class BrowserPool:
         args = list(_OFFLINE_ARGS)
         if not self.settings.sandbox:
             args.append("--no-sandbox")
+        browser: Browser | None = None
         for attempt in range(2):
             if self._playwright is None:
                 self._playwright = await async_playwright().start()
             try:
-                self._browser = await self._playwright.chromium.launch(
+                browser = await self._playwright.chromium.launch(
                     executable_path=self.settings.executable, args=args, headless=True
                 )
                 break
@@ -122,11 +123,12 @@ class BrowserPool:
                 self._playwright = None
                 if attempt:
                     raise
+        assert browser is not None
+        self._browser = browser
         self._pages = 0
         self.launches += 1
         log.info(
-            "browser launched",
-            extra={"action": "browser_launch", "version": self._browser.version},
+            "browser launched", extra={"action": "browser_launch", "version": browser.version}
         )
 
     async def _current(self) -> Browser:
