@@ -127,9 +127,7 @@ class BrowserPool:
         self._browser = browser
         self._pages = 0
         self.launches += 1
-        log.info(
-            "browser launched", extra={"action": "browser_launch", "version": browser.version}
-        )
+        log.info("browser launched", extra={"action": "browser_launch", "version": browser.version})
 
     async def _current(self) -> Browser:
         """The browser to open a context in: relaunched when it died, recycled when due."""
