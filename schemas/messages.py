@@ -79,6 +79,7 @@ class RenderPolicy(msgspec.Struct, kw_only=True, frozen=True):
     """How a page is rendered in a headless browser (a source's ``render``): its work goes on
     ``<ns>.render`` to the renderers instead of ``<ns>.fetch``."""
 
+    auto: bool = False  # render only pages whose document shows no product and no listing
     wait_for: str | None = None  # a CSS selector to wait for; default: network idle
     timeout: float = 30.0  # the whole render, main document included
     max_requests: int = 100  # subrequests the page may make; the rest are aborted

@@ -118,8 +118,11 @@ class GraphQL(_Model, frozen=True):
 
 
 class Render(_Model, frozen=True):
-    """``render: true`` or ``render: {...}``: pages are loaded in headless Chromium by the
-    renderers, and the resulting DOM is the payload (docs/architecture.md, "Rendering")."""
+    """``render: true``, ``render: auto`` or ``render: {...}``: pages are loaded in headless
+    Chromium by the renderers, and the resulting DOM is the payload (docs/architecture.md,
+    "Rendering"). ``auto``: only pages whose document shows neither a product nor a listing."""
+
+    auto: bool = False
 
     wait_for: str | None = None  # CSS selector; default: wait for network idle
     timeout: float = 30.0
@@ -178,12 +181,14 @@ class Source(_Model, frozen=True):
     # re-downloaded) and point the product at it: ``products.image_ref``.
     images: bool = True
     # Load pages in a headless browser (JavaScript-built shops): ``true`` or the options.
-    render: bool | Render = False
+    render: bool | Literal["auto"] | Render = False
 
     def render_options(self) -> Render | None:
         """The render options, or None when pages are fetched plainly."""
         if isinstance(self.render, Render):
             return self.render
+        if self.render == "auto":
+            return Render(auto=True)
         return Render() if self.render else None
 
 

@@ -55,6 +55,12 @@ async def forbidden():
         await runner.cleanup()
 
 
+@pytest.fixture
+def env(env: dict[str, str]) -> dict[str, str]:
+    # Two pages at a time per renderer: the suite shares two cores with other stacks.
+    return {**env, "TRAWL_RENDER_CONTEXTS": "2"}
+
+
 async def _crawl(
     definition: dict[str, Any], env: dict[str, str], settings: Any, pool: Any, logs: Path
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], str]:
@@ -177,3 +183,26 @@ async def test_a_killed_browser_is_relaunched_and_loses_no_page(
     assert job is not None and job["counters"].get("failed", 0) == 0
     launches = log.read_text().count('"browser_launch"')
     assert launches >= 2, "the browser was not relaunched"
+
+
+async def test_render_auto_renders_only_the_pages_that_need_it(
+    shop, env, settings, pool, tmp_path: Path
+) -> None:
+    """One source over both sections: the JavaScript shells are rendered, the static pages are
+    stored as fetched, and every product is found either way."""
+    definition = shop.source_definition("auto-mix")
+    definition["seeds"] += shop.js_source_definition()["seeds"]
+    definition["links"]["product"] = {
+        "css": "a.product-card, .related a",
+        "pattern": "/(js/)?p/[^/?#]+",
+    }
+    definition["render"] = {"auto": True, "click": "button.load-more", "max_clicks": 20}
+    _, products, logs = await _crawl(definition, env, settings, pool, tmp_path)
+
+    truth = {p["key"]: p for p in shop.truth()}
+    assert set(products) == set(truth)
+    assert all(products[k]["price"] == truth[k]["price"] for k in truth)
+    rendered = [line for line in logs.splitlines() if '"render_done"' in line]
+    fetched = [line for line in logs.splitlines() if '"fetch_done"' in line and "renderer" in line]
+    assert rendered and all("/js/" in line for line in rendered), rendered[:3]
+    assert any("/p/" in line and "/js/" not in line for line in fetched)  # stored as fetched

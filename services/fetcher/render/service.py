@@ -24,6 +24,7 @@ from services.fetcher.http import Response, request
 from services.fetcher.identity import Identity
 from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.render.browser import BrowserPool, RenderSettings
+from services.fetcher.render.decide import Learnt, shows_content
 from services.fetcher.render.gate import Gate
 from services.fetcher.render.page import RenderFailed, render
 from services.fetcher.service import Fetcher, _span_attrs
@@ -46,6 +47,13 @@ class Renderer(Fetcher):
         self.rendered = count(
             "trawl.renderer.pages", "Pages rendered.", unit="{page}", stat="rendered"
         )
+        self.plain = count(
+            "trawl.renderer.plain",
+            "Pages of render: auto sources stored as fetched (their document showed content).",
+            unit="{page}",
+            stat="plain",
+        )
+        self.learnt = Learnt()
         self.refused = count(
             "trawl.renderer.refused",
             "Requests of rendered pages refused by the SSRF guard.",
@@ -71,10 +79,20 @@ class Renderer(Fetcher):
             return resp
         if resp.content_type not in HTML_TYPES:
             return resp  # a PDF or a feed: stored as it came
+        learnt_key = f"{work.attempt.source}:{work.domain}"
+        plain_content: bool | None = None
+        if render_policy.auto and not self.learnt.needs_browser(learnt_key):
+            plain_content = shows_content(resp.body)
+            if plain_content:
+                self.plain.add()
+                return resp  # the document shows what the parser needs: stored as fetched
         try:
-            return await self._render(work, resp, identity, proxy, render_policy)
+            rendered = await self._render(work, resp, identity, proxy, render_policy)
         except RenderFailed as exc:
             return Response(exc.outcome, resp.url, error=str(exc), elapsed_ms=resp.elapsed_ms)
+        if plain_content is False and rendered.body and shows_content(rendered.body):
+            self.learnt.remember(learnt_key)  # scripts build this site's pages
+        return rendered
 
     async def _render(
         self,
