@@ -39,9 +39,9 @@ SUBREQUEST_REDIRECTS = 5
 
 
 class Renderer(Fetcher):
-    def __init__(self, rt: Runtime, browsers: BrowserPool, proxies: ProxyPool | None = None):
+    def __init__(self, rt: Runtime, chromium: BrowserPool, proxies: ProxyPool | None = None):
         super().__init__(rt, proxies)
-        self.browsers = browsers
+        self.chromium = chromium
         self._screenshots: dict[str, str] = {}
         count = rt.metrics.counter
         self.rendered = count(
@@ -65,7 +65,7 @@ class Renderer(Fetcher):
         policy = work.policy
         if policy.render is not None and policy.user_agent is None:
             # One identity for the document and everything the page loads: the browser's.
-            agent = await self.browsers.user_agent()
+            agent = await self.chromium.user_agent()
             work = msgspec.structs.replace(
                 work, policy=msgspec.structs.replace(policy, user_agent=agent)
             )
@@ -148,7 +148,7 @@ class Renderer(Fetcher):
             deadline=time.monotonic() + policy.timeout,
         )
         try:
-            async with self.browsers.context(
+            async with self.chromium.context(
                 locale=fetch_policy.locale, user_agent=fetch_policy.user_agent
             ) as ctx:
                 page = await render(ctx, gate, document.url, policy)
@@ -203,15 +203,15 @@ class Renderer(Fetcher):
 
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
-    browsers = BrowserPool(RenderSettings.from_env())
-    await browsers.start()
+    chromium = BrowserPool(RenderSettings.from_env())
+    await chromium.start()
     proxies = await ProxyPool.open(rt.js, rt.names.proxies_bucket)
-    renderer = Renderer(rt, browsers, proxies)
+    renderer = Renderer(rt, chromium, proxies)
     consumer = rt.consumer(
         RENDER_WORK,
         renderer.on_work,
-        concurrency=browsers.settings.contexts * 2,  # half of them wait on pacing
-        batch=browsers.settings.contexts * 2,
+        concurrency=chromium.settings.contexts * 2,  # half of them wait on pacing
+        batch=chromium.settings.contexts * 2,
         span_attrs=_span_attrs,
     )
 
@@ -221,6 +221,6 @@ async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
         finally:
             await renderer.close()
             with contextlib.suppress(asyncio.CancelledError):
-                await browsers.close()
+                await chromium.close()
 
     return [run(), proxies.run(rt.stop), renderer.heartbeat()]
