@@ -18,6 +18,7 @@ BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench.fetcher_bench", []),
     ("bench.dispatch_bench", []),
     ("bench.e2e_bench", ["--products", "5000"]),
+    ("bench.render_bench", []),
     # Last, so that its table ends the output: the figures notes quote (issue 13).
     ("bench.static_bench", ["--products", "5000", "--rounds", "3"]),
 ]

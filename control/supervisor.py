@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -18,16 +20,23 @@ from typing import BinaryIO
 log = logging.getLogger("trawl.supervisor")
 
 SERVICES = ("scheduler", "fetcher", "parser", "refresher")
-# Every process ``trawl up`` runs, by name: the pipeline's services and the admin API.
-MODULES = {**{s: f"services.{s}" for s in SERVICES}, "api": "control.api"}
+# Every process ``trawl up`` runs, by name: the pipeline's services, the renderers (browsers
+# for sources that render, a role of the fetcher) and the admin API.
+MODULES = {
+    **{s: f"services.{s}" for s in SERVICES},
+    "renderer": "services.fetcher.render",
+    "api": "control.api",
+}
 DEMO_HOSTS = ("127.0.0.2", "127.0.0.3")
 DEMO_PORT = 8801
 STOP_GRACE = 30.0
 
 
 def parse_scale(spec: str | None) -> dict[str, int]:
-    """``fetcher=3,parser=2`` → replicas per service (1 for the others)."""
+    """``fetcher=3,parser=2`` → replicas per service (1 for the others; renderers: 1 where
+    Chromium is installed, else 0)."""
     scale = dict.fromkeys(MODULES, 1)
+    scale["renderer"] = 1 if chromium_installed() else 0
     for part in filter(None, (spec or "").split(",")):
         name, _, count = part.partition("=")
         name = name.strip()
@@ -37,6 +46,12 @@ def parse_scale(spec: str | None) -> dict[str, int]:
             raise ValueError(f"--scale: {part!r} needs a whole number of replicas")
         scale[name] = int(count)
     return scale
+
+
+def chromium_installed() -> bool:
+    """Whether a renderer can run here: a Chromium and Playwright (the ``render`` extra)."""
+    browser = os.environ.get("TRAWL_CHROMIUM") or shutil.which("chromium")
+    return bool(browser) and importlib.util.find_spec("playwright") is not None
 
 
 @dataclass

@@ -18,13 +18,15 @@ from datetime import time as dtime
 from email.utils import format_datetime, parsedate_to_datetime
 from pathlib import Path
 from typing import IO, Any
+from urllib.parse import urlsplit
 
 import msgspec
 from aiohttp import web
 
-from demo import api
+from demo import api, js_pages
 from demo.catalog import Catalog, epoch_date
 from demo.faults import FaultInjector, Faults
+from demo.js_pages import JsPages
 from demo.pages import Page, Pages
 from shared.lru import LRU
 
@@ -128,6 +130,7 @@ class DemoShop:
             cache_bytes, weigh=lambda page: len(page.body)
         )
         self._pages = [Pages(self.catalog, i, per_page) for i in range(len(self.hosts))]
+        self._js = [JsPages(self.catalog, pages) for pages in self._pages]
         self._runners: list[web.ServerRunner] = []
         self._log_file: IO[str] | None = None
         self._encode = msgspec.json.Encoder().encode
@@ -154,6 +157,7 @@ class DemoShop:
         # Absolute links depend on the bound ports: rebuild the renderers.
         self.catalog.base_urls = list(self.base_urls)
         self._pages = [Pages(self.catalog, i, self.per_page) for i in range(len(self.hosts))]
+        self._js = [JsPages(self.catalog, pages) for pages in self._pages]
         self._cache.clear()
 
     def _open_log(self, path: Path) -> None:
@@ -223,6 +227,28 @@ class DemoShop:
             "pacing": {"profile": "fast"},
         }
 
+    def js_source_definition(self, name: str = "demo-js") -> dict[str, Any]:
+        """A source that crawls the shop's JavaScript-only section (``/js/``) by rendering it:
+        the same products as ``truth()``, none of them visible to a plain fetch."""
+        plain = self.source_definition(name)
+        hosts = [urlsplit(u).netloc for u in self.base_urls]
+        seeds = [
+            f"{self.base_urls[self.catalog.category_host(c)]}/js/c/{c}"
+            for c in self.catalog.categories
+        ]
+        return {
+            **plain,
+            "seeds": seeds,
+            "allowed_domains": hosts,
+            "links": {
+                "product": {"css": "a.product-card", "pattern": "/js/p/[^/?#]+"},
+                # The static section is reachable from injected breadcrumbs: not this source's.
+                "deny": ["^https?://[^/]+/(?!js/)"],
+                "max_depth": 3,
+            },
+            "render": {"click": "button.load-more", "max_clicks": 20},
+        }
+
     async def wait_for_request(self, predicate: Callable[[RequestRecord], bool]) -> RequestRecord:
         """The first logged request matching `predicate`, waiting for it if need be.
 
@@ -270,6 +296,11 @@ class DemoShop:
                 headers["Retry-After"] = str(decision.retry_after)
         elif api.is_api(request.path):
             rendered = self._api(epoch, request, sent)
+        elif js_pages.handles(request.path):
+            answer = self._js[host].respond(request.path, dict(request.query), epoch)
+            etag = f'"{hashlib.blake2b(answer.body, digest_size=12).hexdigest()}"'
+            rendered = Rendered(answer.status, answer.body, answer.content_type, etag)
+            headers.update(answer.headers)
         elif request.method not in ("GET", "HEAD") and request.path not in ("/cart", "/account"):
             rendered = self._page(host, epoch, ("error", 405))
             headers["Allow"] = "GET, HEAD"

@@ -75,6 +75,23 @@ class ApiRequest(msgspec.Struct, kw_only=True, frozen=True):
     pages: int = 1  # the page's position in the chain (1 = first), for the max_pages guard
 
 
+class RenderPolicy(msgspec.Struct, kw_only=True, frozen=True):
+    """How a page is rendered in a headless browser (a source's ``render``): its work goes on
+    ``<ns>.render`` to the renderers instead of ``<ns>.fetch``."""
+
+    auto: bool = False  # render only pages whose document shows no product and no listing
+    wait_for: str | None = None  # a CSS selector to wait for; default: network idle
+    timeout: float = 30.0  # the whole render, main document included
+    max_requests: int = 100  # subrequests the page may make; the rest are aborted
+    max_bytes: int = 20 * 1024 * 1024  # all subresponse bodies together
+    block: list[str] = msgspec.field(default_factory=lambda: ["font", "media", "image"])
+    block_hosts: list[str] = []  # more tracker hosts to block (a built-in list comes first)
+    click: str | None = None  # e.g. a "load more" button, clicked until gone or max_clicks
+    max_clicks: int = 10
+    scrolls: int = 0  # scroll to the bottom this many times (infinite lists)
+    screenshot: bool = False  # a PNG of the viewport into the payload store
+
+
 class FetchPolicy(msgspec.Struct, kw_only=True, frozen=True):
     """What the fetcher needs to know about the source; travels with the work (no DB lookup)."""
 
@@ -90,6 +107,7 @@ class FetchPolicy(msgspec.Struct, kw_only=True, frozen=True):
     accept_types: list[str] = msgspec.field(
         default_factory=lambda: ["text/html", "application/xhtml+xml"]
     )
+    render: RenderPolicy | None = None  # set: the page is rendered by a browser
 
 
 class Attempt(msgspec.Struct, kw_only=True, frozen=True):
@@ -152,6 +170,7 @@ class FetchResult(Message, tag="fetch_result", kw_only=True, frozen=True):
     last_modified: str | None = None
     proxy: str | None = None  # proxy id, never its credentials
     fingerprint: str | None = None
+    screenshot_ref: str | None = None  # a rendered page's screenshot (payload store)
 
 
 class Link(msgspec.Struct, kw_only=True, frozen=True, array_like=False):

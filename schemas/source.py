@@ -117,6 +117,27 @@ class GraphQL(_Model, frozen=True):
     variables: dict[str, Any] = {}  # strings may be placeholders: "{page}" → 2
 
 
+class Render(_Model, frozen=True):
+    """``render: true``, ``render: auto`` or ``render: {...}``: pages are loaded in headless
+    Chromium by the renderers, and the resulting DOM is the payload (docs/architecture.md,
+    "Rendering"). ``auto``: only pages whose document shows neither a product nor a listing."""
+
+    auto: bool = False
+
+    wait_for: str | None = None  # CSS selector; default: wait for network idle
+    timeout: float = 30.0
+    max_requests: int = 100
+    max_bytes: int = 20 * 1024 * 1024
+    block: list[Literal["font", "media", "image", "stylesheet", "script", "xhr", "fetch"]] = (
+        msgspec.field(default_factory=lambda: ["font", "media", "image"])
+    )
+    block_hosts: list[str] = []
+    click: str | None = None
+    max_clicks: int = 10
+    scrolls: int = 0
+    screenshot: bool = False
+
+
 class Api(_Model, frozen=True):
     """An API listing crawled instead of (or beside) HTML pages.
 
@@ -159,6 +180,16 @@ class Source(_Model, frozen=True):
     # Fetch each product's primary image once (content-addressed in the payload store, never
     # re-downloaded) and point the product at it: ``products.image_ref``.
     images: bool = True
+    # Load pages in a headless browser (JavaScript-built shops): ``true`` or the options.
+    render: bool | Literal["auto"] | Render = False
+
+    def render_options(self) -> Render | None:
+        """The render options, or None when pages are fetched plainly."""
+        if isinstance(self.render, Render):
+            return self.render
+        if self.render == "auto":
+            return Render(auto=True)
+        return Render() if self.render else None
 
 
 # Built-in API presets: merged under the source's own ``api`` section (what it gives wins).

@@ -159,6 +159,14 @@ FETCH_WORK: Channel[FetchWork] = Channel(
     durables=(Durable("fetcher", ack_wait=60.0, max_ack_pending=4096),),
     legacy=LEGACY[FetchWork],
 )
+# Due work of sources that render (``render``): the renderers, browsers in their own service,
+# share it. The same body and the same results as plain fetch work.
+RENDER_WORK: Channel[FetchWork] = Channel(
+    n.RENDER,
+    FetchWork,
+    lambda names: names.render,
+    durables=(Durable("renderer", ack_wait=60.0, max_ack_pending=256),),
+)
 # Fetch results: the scheduler applies the outcome, the parser parses the stored payload.
 FETCH_RESULTS: Channel[FetchResult] = Channel(
     n.FETCHED,
@@ -194,6 +202,7 @@ DEAD_LETTERS: Channel[DeadLetter] = Channel(
 CHANNELS: tuple[Channel[Any], ...] = (
     TRIGGERS,
     FETCH_WORK,
+    RENDER_WORK,
     FETCH_RESULTS,
     PARSE_RESULTS,
     JOB_EVENTS,

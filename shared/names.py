@@ -14,6 +14,7 @@ DLQ_DELIVERED = "Trawl-Dlq-Delivered"
 # Stream keys: the short name of each stream (also its DLQ suffix).
 TRIGGER = "trigger"
 FETCH = "fetch"
+RENDER = "render"  # fetch work for pages a browser must render
 FETCHED = "fetched"
 PARSED = "parsed"
 EVENTS = "events"
@@ -36,6 +37,10 @@ class Names:
     @property
     def fetch(self) -> str:
         return f"{self.ns}.fetch"
+
+    @property
+    def render(self) -> str:
+        return f"{self.ns}.render"
 
     @property
     def fetched(self) -> str:

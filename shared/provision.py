@@ -59,6 +59,14 @@ def stream_configs(names: Names) -> list[api.StreamConfig]:
             max_age=7 * DAY,
             duplicate_window=300.0,
         ),
+        api.StreamConfig(
+            name=names.stream(n.RENDER),
+            subjects=[names.render],
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            storage=file,
+            max_age=7 * DAY,
+            duplicate_window=300.0,
+        ),
         # Interest: read by the scheduler (outcomes) and the parser (payloads to parse).
         api.StreamConfig(
             name=names.stream(n.FETCHED),

@@ -516,6 +516,7 @@ def _check(s: Source) -> Iterator[_Problem]:
             yield _Problem(("fields", name, "css"), "the CSS selector is empty")
     yield from _numbers(s)
     yield from _api(s)
+    yield from _render(s)
     if not _LOCALE_RE.fullmatch(s.locale):
         yield _Problem(("locale",), f"{_show(s.locale)} is not a language tag like en-US")
     if s.refresh.schedule is not None:
@@ -661,6 +662,31 @@ def _jmespath(path: FieldPath, expression: str | None) -> Iterator[_Problem]:
     except jmespath.exceptions.JMESPathError as exc:
         reason = str(exc).splitlines()[0]
         yield _Problem(path, f"{_show(expression)} is not a valid JMESPath expression: {reason}")
+
+
+def _render(s: Source) -> Iterator[_Problem]:
+    r = s.render_options()
+    if r is None:
+        return
+    if r.wait_for is not None and not r.wait_for.strip():
+        yield _Problem(("render", "wait_for"), "the CSS selector is empty")
+    if r.click is not None and not r.click.strip():
+        yield _Problem(("render", "click"), "the CSS selector is empty")
+    limits: tuple[tuple[str, float, float, float], ...] = (
+        ("timeout", r.timeout, 1.0, 300.0),
+        ("max_requests", r.max_requests, 0, 10_000),
+        ("max_bytes", r.max_bytes, 0, 1024**3),
+        ("max_clicks", r.max_clicks, 0, 1000),
+        ("scrolls", r.scrolls, 0, 1000),
+    )
+    for name, value, lo, hi in limits:
+        if not (math.isfinite(value) and lo <= value <= hi):
+            yield _Problem(("render", name), f"{_show(value)} must be in {lo:g}..{hi:g}")
+    for i, host in enumerate(r.block_hosts):
+        if not _is_host_port(host):
+            yield _Problem(("render", "block_hosts", i), f"{_show(host)} is not a host name")
+    if s.api is not None:
+        yield _Problem(("render",), "an API source is not rendered: remove render or api")
 
 
 def _regex(path: FieldPath, pattern: str) -> Iterator[_Problem]:

@@ -34,7 +34,7 @@ from shared.service import Runtime
 
 _decoder = msgspec.json.Decoder(DeadLetter)
 # Stream keys a letter can come from (the DLQ subject suffix).
-KEYS = [n.TRIGGER, n.FETCH, n.FETCHED, n.PARSED, n.EVENTS]
+KEYS = [n.TRIGGER, n.FETCH, n.RENDER, n.FETCHED, n.PARSED, n.EVENTS]
 # Scanning for a page of letters stops after this many sequences (deleted ones leave gaps).
 SCAN_LIMIT = 20000
 

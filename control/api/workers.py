@@ -15,7 +15,7 @@ from shared import names as n
 from shared.bus import discover_instances
 from shared.names import Names
 
-STREAM_KEYS = (n.TRIGGER, n.FETCH, n.FETCHED, n.PARSED, n.EVENTS, n.DLQ)
+STREAM_KEYS = (n.TRIGGER, n.FETCH, n.RENDER, n.FETCHED, n.PARSED, n.EVENTS, n.DLQ)
 
 
 class Worker(msgspec.Struct, kw_only=True):

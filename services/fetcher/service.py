@@ -16,7 +16,7 @@ from yarl import URL
 from schemas.messages import FetchPolicy, FetchResult, FetchWork
 from services.fetcher.guard import Allowlist, GuardedResolver, UnsafeURL, check_target
 from services.fetcher.http import Response, request
-from services.fetcher.identity import identity_for, image_headers
+from services.fetcher.identity import Identity, identity_for, image_headers
 from services.fetcher.pacing import HostGuard, InFlight, jittered, wait_until
 from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.robots import RobotsCache
@@ -327,6 +327,7 @@ class Fetcher:
         if proxy is not None:
             self.counts.proxied.add()
             resp.error = proxy.redact(resp.error)
+        resp = await self.finish(work, resp, identity, proxy)
         self.metrics.http_request(
             work.domain, resp.outcome, resp.elapsed_ms / 1000, len(resp.body or b"")
         )
@@ -360,6 +361,12 @@ class Fetcher:
             fingerprint=identity.id,
             proxy=proxy,
         )
+
+    async def finish(
+        self, work: FetchWork, resp: Response, identity: Identity, proxy: Proxy | None
+    ) -> Response:
+        """The response as it will be stored: as fetched here; a renderer renders it."""
+        return resp
 
     def _result(
         self,

@@ -16,13 +16,13 @@ import asyncpg
 import msgspec
 from nats.js import JetStreamContext
 
-from schemas.messages import Attempt, FetchPolicy, FetchWork
+from schemas.messages import Attempt, FetchPolicy, FetchWork, RenderPolicy
 from schemas.source import Source
 from services.scheduler import store
 from services.scheduler.jobs import JobSources
 from shared.api_template import decode_request
 from shared.bus import send_many
-from shared.channels import FETCH_WORK
+from shared.channels import FETCH_WORK, RENDER_WORK
 from shared.metrics import Metrics
 from shared.names import Names
 from shared.telemetry import producer_span
@@ -46,6 +46,9 @@ API_TYPES = [
     "text/json",
 ]
 
+# Kinds a browser never renders: machine-readable documents and images.
+UNRENDERED = frozenset({"sitemap", "image"})
+
 # Entries that continue the trace of the trigger that admitted them.
 SEED_KINDS = frozenset({"seed", "search", "sitemap"})
 
@@ -64,7 +67,15 @@ def fetch_policy(source: Source) -> FetchPolicy:
         max_in_flight=max_in_flight,
         timeout=source.timeout,
         max_bytes=source.max_bytes,
+        render=render_policy(source),
     )
+
+
+def render_policy(source: Source) -> RenderPolicy | None:
+    r = source.render_options()
+    if r is None:
+        return None
+    return RenderPolicy(**msgspec.structs.asdict(r))
 
 
 class Dispatcher:
@@ -119,7 +130,8 @@ class Dispatcher:
                     conn, [(r["source"], r["url"]) for r in rows if not r["request_key"]]
                 )
                 now = time.time()
-                items = []
+                items: list[tuple[FetchWork, str, dict[str, str]]] = []
+                rendered: list[tuple[FetchWork, str, dict[str, str]]] = []
                 for r in rows:
                     etag, last_modified, previous = validators.get(
                         (r["source"], r["url"]), (None, None, None)
@@ -127,6 +139,12 @@ class Dispatcher:
                     source, _ = await self.job_sources.get(conn, r["job_id"])
                     policy = fetch_policy(source)
                     request = decode_request(r["request"])
+                    if policy.render is not None and (r["kind"] in UNRENDERED or request):
+                        policy = msgspec.structs.replace(policy, render=None)
+                    if policy.render is not None:
+                        # The DOM depends on what the page's scripts load, not only on the
+                        # document: a 304 for the document says nothing about the prices.
+                        etag = last_modified = None
                     if r["kind"] == "sitemap":
                         policy = msgspec.structs.replace(policy, accept_types=SITEMAP_TYPES)
                     elif r["kind"] == "image":
@@ -159,8 +177,12 @@ class Dispatcher:
                         as_parent=r["kind"] in SEED_KINDS,
                         **{"url.full": r["url"], "trawl.job_id": r["job_id"]},
                     ) as headers:
-                        items.append((work, f"fetch-{attempt.id}", headers))
-                await send_many(self.js, self.names, FETCH_WORK, items)
+                        queue = rendered if policy.render is not None else items
+                        queue.append((work, f"fetch-{attempt.id}", headers))
+                if items:
+                    await send_many(self.js, self.names, FETCH_WORK, items)
+                if rendered:
+                    await send_many(self.js, self.names, RENDER_WORK, rendered)
         self.dispatched += len(rows)
         # Lag: from when an entry could have gone (its own due time, and its domain's turn)
         # until it went; waiting imposed by pacing is not lag.

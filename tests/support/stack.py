@@ -30,9 +30,13 @@ async def eventually(
 
 
 class Stack:
-    """The four services as supervised processes, exactly as ``trawl up`` runs them."""
+    """The four services as supervised processes, exactly as ``trawl up`` runs them (without
+    a renderer unless ``scale`` asks for one: a browser per test stack costs more than it tests).
+    """
 
     def __init__(self, env: dict[str, str], log_dir: Path, scale: str | None = None) -> None:
+        if "renderer" not in (scale or ""):
+            scale = ",".join(filter(None, [scale, "renderer=0"]))
         self.scale = parse_scale(scale)
         self.env = env
         self.sup = Supervisor(scale=self.scale, demo=False, log_dir=log_dir, env=env)

@@ -51,6 +51,7 @@ def test_the_nats_names_are_the_deployed_ones() -> None:
         ("scheduler-fetched", "ns_fetched", "ns.fetched", 30.0),
         ("scheduler-parsed", "ns_parsed", "ns.parsed", 30.0),
         ("fetcher-fetch", "ns_fetch", "ns.fetch", 60.0),
+        ("renderer-render", "ns_render", "ns.render", 60.0),
         ("parser-fetched", "ns_fetched", "ns.fetched", 30.0),
         ("refresher-parsed", "ns_parsed", "ns.parsed", 30.0),
         ("refresher-events", "ns_events", "ns.events.job.*.completed", 60.0),

@@ -21,9 +21,9 @@ build_parser()  # imports every CLI module, which registers its commands
 CLI_COMMANDS = tuple(COMMANDS)
 
 REQUIRED = {"nats", "postgres", "jaeger", "migrate", "scheduler", "fetcher", "parser", "api"}
-REQUIRED |= {"refresher", "demo-shop"}
-SCALABLE = ("scheduler", "fetcher", "parser", "refresher", "api", "demo-shop")
-WORKERS = ("scheduler", "fetcher", "parser", "refresher", "api")
+REQUIRED |= {"refresher", "renderer", "demo-shop"}
+SCALABLE = ("scheduler", "fetcher", "renderer", "parser", "refresher", "api", "demo-shop")
+WORKERS = ("scheduler", "fetcher", "renderer", "parser", "refresher", "api")
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +120,7 @@ def test_api_serves_on_all_interfaces(services: dict[str, dict[str, Any]]) -> No
     [
         ("scheduler", "services.scheduler"),
         ("fetcher", "services.fetcher"),
+        ("renderer", "services.fetcher.render"),
         ("parser", "services.parser"),
         ("refresher", "services.refresher"),
         ("api", "control.api"),
@@ -257,6 +258,14 @@ def test_dockerfile_runs_as_non_root_with_a_sane_command() -> None:
     assert not [rest for keyword, rest in rows if keyword == "ENTRYPOINT"]  # compose commands
     cmds = [rest for keyword, rest in rows if keyword == "CMD"]
     assert cmds and json.loads(cmds[-1]) == ["trawl", "--help"]
+
+
+def test_the_renderer_image_brings_its_browser(services: dict[str, dict[str, Any]]) -> None:
+    build = services["renderer"]["build"]
+    dockerfile = (ROOT / build["dockerfile"]).read_text()
+    assert "apt-get install" in dockerfile and " chromium" in dockerfile  # Debian's browser
+    assert "['render']" in dockerfile  # the render extra: Playwright
+    assert "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1" in dockerfile
 
 
 def test_dockerignore_keeps_what_the_build_needs() -> None:

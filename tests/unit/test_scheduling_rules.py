@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from control.supervisor import parse_scale
+from control.supervisor import chromium_installed, parse_scale
 from schemas.outcomes import classify_status
 from schemas.source import RetryPolicy
 from services.scheduler.priority import base_priority, job_boost, rank
@@ -73,13 +73,15 @@ def test_aging_lets_an_old_entry_overtake_fresh_higher_priority_ones() -> None:
 
 
 def test_scale_parsing() -> None:
-    assert parse_scale("fetcher=3,parser=2") == {
+    assert parse_scale("fetcher=3,parser=2,renderer=2") == {
         "scheduler": 1,
         "fetcher": 3,
         "parser": 2,
         "refresher": 1,
+        "renderer": 2,
         "api": 1,
     }
+    assert parse_scale(None)["renderer"] == (1 if chromium_installed() else 0)
     with pytest.raises(ValueError, match="unknown service"):
         parse_scale("crawler=2")
     with pytest.raises(ValueError, match="whole number"):

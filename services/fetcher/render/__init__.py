@@ -1,0 +1,1 @@
+"""The renderer: pages loaded in headless Chromium, for sources that set ``render``."""
