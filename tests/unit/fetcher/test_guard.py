@@ -85,6 +85,21 @@ class FakeResolver(AbstractResolver):
         ("::ffff:127.0.0.1", "loopback"),
         ("2002:0a00:0001::1", "10.0.0.1, which is private"),  # 6to4
         ("64:ff9b::7f00:1", "loopback"),  # NAT64
+        # IPv4-compatible (::/96): Python calls these global, the guard reads the IPv4 inside.
+        ("::127.0.0.1", "127.0.0.1, which is loopback"),
+        ("::7f00:3", "127.0.0.3, which is loopback"),
+        ("::169.254.169.254", "169.254.169.254, which is a cloud metadata endpoint"),
+        ("::10.0.0.1", "10.0.0.1, which is private"),
+        ("::8.8.8.8", "IPv4-compatible"),  # deprecated even when public
+        ("64:ff9b::a9fe:a9fe", "169.254.169.254, which is a cloud metadata endpoint"),
+        ("64:ff9b:1::a00:1", "10.0.0.1, which is private"),  # local-use NAT64
+        ("64:ff9b:1::808:808", "local-use NAT64"),
+        ("2002:a9fe:a9fe::", "169.254.169.254, which is a cloud metadata endpoint"),
+        ("2002:c0a8:101::1", "192.168.1.1, which is private"),
+        # Teredo: 2001:0:SERVER:flags:port:~CLIENT; either embedded address counts.
+        ("2001:0:a00:1::f5ff:fffe", "10.0.0.1, which is private"),  # server 10.0.0.1
+        ("2001:0:808:808::80ff:fffe", "127.0.0.1, which is loopback"),  # client ~7f000001
+        ("2001:0:808:808::f7f7:f7f7", "Teredo"),  # both public: still not a place to fetch
     ],
 )
 def test_forbidden_addresses(ip: str, reason: str) -> None:
@@ -94,7 +109,18 @@ def test_forbidden_addresses(ip: str, reason: str) -> None:
     assert str(err.value).startswith(f"{ipaddress.ip_address(ip)} is ")
 
 
-@pytest.mark.parametrize("ip", ["93.184.216.34", "8.8.8.8", "2606:4700::6810:85e5", "172.32.0.1"])
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "93.184.216.34",
+        "8.8.8.8",
+        "2606:4700::6810:85e5",
+        "172.32.0.1",
+        "::ffff:8.8.8.8",  # the translated forms of a public address are as public as it is
+        "64:ff9b::808:808",
+        "2002:808:808::1",
+    ],
+)
 def test_public_addresses_pass(ip: str) -> None:
     check_ip(ip, NONE)
 
