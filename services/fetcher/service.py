@@ -173,10 +173,15 @@ class Fetcher:
             accept_types=None,
             proxy=proxy,
             resolver=resolver,
+            truncate=True,  # RFC 9309 §2.5: the first 500 KiB are the rules, the rest is cut
         )
         if resp.status is None:
             return None, b""
-        return resp.status, resp.body or b""
+        if resp.outcome == "ok" or resp.body is not None or not 200 <= resp.status < 300:
+            return resp.status, resp.body or b""
+        # A 2xx whose body was not read (refused, cut short) is no robots.txt, and never
+        # "allow everything": it counts as unreachable, so disallow for a while.
+        return None, b""
 
     async def close(self) -> None:
         for session in self._sessions.values():
