@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 from schemas.outcomes import RETRYABLE_OUTCOMES
@@ -34,3 +35,14 @@ def retry_delay(
     if retry_after is not None and retry_after > delay:
         delay = retry_after
     return max(0.0, delay)
+
+
+def capped_retry_after(retry_after: float | None, cap: float) -> float | None:
+    """A server's ``Retry-After`` (seconds) as far as we obey it: at most ``cap``.
+
+    The value comes from whoever answered: ``9999999999`` or ``10^20`` would otherwise park the
+    domain for centuries or overflow the timestamp (issue 17). Not a finite number: ignored.
+    """
+    if retry_after is None or not math.isfinite(retry_after):
+        return None
+    return min(max(0.0, retry_after), cap)
