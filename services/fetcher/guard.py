@@ -44,6 +44,8 @@ from shared.errors import SourceError, TrawlError
 if TYPE_CHECKING:
     from types import SimpleNamespace
 
+    from shared.settings import Settings
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -301,6 +303,71 @@ def check_target(url: str | URL, allow: Allowlist) -> URL:
     assert parsed.raw_host is not None  # check_url refused hostless URLs
     if (ip := parse_ip(parsed.raw_host)) is not None:
         check_ip(ip, allow)
+    return parsed
+
+
+# Ports of the services trawl runs beside (NATS client, cluster and monitoring; Postgres and
+# pgbouncer). A "proxy" there would let an API caller talk to them through the fetcher.
+SERVICE_PORTS = frozenset({4222, 6222, 8222, 5432, 6432})
+
+
+class ProxyRules:
+    """Where a proxy may be: a public address, or one of the networks the operator lists
+    (``TRAWL_PROXY_NETWORKS``); never a cloud metadata endpoint, and never on a port of one of
+    trawl's own services (``SERVICE_PORTS`` and the ports in this deployment's settings).
+
+    Not the sources' ``allow_private``: proxies are global, so only whoever deploys trawl says
+    which private networks hold them.
+    """
+
+    __slots__ = ("allow", "service_ports")
+
+    def __init__(self, networks: Iterable[str] = (), service_ports: Iterable[int] = ()) -> None:
+        self.allow = Allowlist.from_policy(list(networks))
+        self.service_ports = SERVICE_PORTS | frozenset(service_ports)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ProxyRules:
+        ports = set()
+        for url in (settings.nats_url, settings.database_url):
+            with_scheme = url if "://" in url else f"tcp://{url}"
+            try:
+                port = URL(with_scheme).explicit_port
+            except ValueError:
+                port = None
+            if port:
+                ports.add(port)
+        for listen in (settings.api_listen, settings.metrics_listen):
+            port_text = listen.rpartition(":")[2]
+            if port_text.isdecimal() and int(port_text) > 0:
+                ports.add(int(port_text))
+        return cls(settings.proxy_networks, ports)
+
+
+def check_proxy(url: str | URL, rules: ProxyRules) -> URL:
+    """Refuse a proxy URL whose address (an IP literal) or port is not a place for a proxy.
+
+    Names are refused when they name a metadata service; the address they resolve to is
+    checked when the fetcher connects (the connector's ``GuardedResolver``), like any target.
+    Credentials are allowed (``http://user:password@host:port``) and never in the message.
+    """
+    try:
+        parsed = url if isinstance(url, URL) else URL(url)
+        scheme, host, port = parsed.scheme.lower(), parsed.raw_host, parsed.port
+    except (ValueError, TypeError) as exc:
+        raise UnsafeURL(f"the proxy URL is not valid: {exc}") from exc
+    if scheme not in SCHEMES or not host or port is None or not 0 < port < 65536:
+        raise UnsafeURL("a proxy URL is http(s)://[user:password@]host:port")
+    if _is_metadata_name(host):
+        raise UnsafeURL(f"proxy {host} is a cloud metadata endpoint")
+    if port in rules.service_ports:
+        raise UnsafeURL(f"proxy port {port} is the port of one of trawl's own services")
+    if (ip := parse_ip(host)) is not None:
+        if any(a in net for a in (ip, *embedded_ipv4s(ip)) for net in _METADATA_NETS):
+            raise UnsafeURL(f"proxy {ip} is a cloud metadata endpoint")
+        reason = forbidden_reason(ip)
+        if reason is not None and not rules.allow.allows(ip):
+            raise UnsafeURL(f"proxy {ip} is {reason} (not in TRAWL_PROXY_NETWORKS)")
     return parsed
 
 

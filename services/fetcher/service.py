@@ -14,7 +14,13 @@ import aiohttp
 from yarl import URL
 
 from schemas.messages import FetchPolicy, FetchResult, FetchWork
-from services.fetcher.guard import Allowlist, GuardedResolver, UnsafeURL, check_target
+from services.fetcher.guard import (
+    Allowlist,
+    GuardedResolver,
+    ProxyRules,
+    UnsafeURL,
+    check_target,
+)
 from services.fetcher.http import Response, request
 from services.fetcher.identity import identity_for, image_headers
 from services.fetcher.pacing import HostGuard, InFlight, jittered, wait_until
@@ -434,7 +440,9 @@ def _span_attrs(work: FetchWork) -> dict[str, Any]:
 
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
-    proxies = await ProxyPool.open(rt.js, rt.names.proxies_bucket)
+    proxies = await ProxyPool.open(
+        rt.js, rt.names.proxies_bucket, ProxyRules.from_settings(rt.settings)
+    )
     fetcher = Fetcher(rt, proxies)
     consumer = rt.consumer(
         FETCH_WORK,

@@ -398,6 +398,29 @@ async def test_proxies_never_show_credentials(api: Api) -> None:
     assert status == 404
 
 
+async def test_proxies_at_forbidden_places_are_refused(api: Api) -> None:
+    """The API refuses a proxy the fetcher would have to refuse (issue 17, defect 8): the
+    metadata address in any spelling, our own Postgres/NATS/API ports even on the loopback
+    network this test deployment lists, and private networks it does not list."""
+    api_port = api.base.rpartition(":")[2]
+    refused = {
+        "http://169.254.169.254:80": "metadata",
+        "http://[::169.254.169.254]:3128": "metadata",
+        "http://metadata.google.internal:80": "metadata",
+        "http://u:s3cret@127.0.0.1:5432": "port 5432",
+        "http://127.0.0.1:4222": "port 4222",
+        f"http://127.0.0.1:{api_port}": f"port {api_port}",
+        "http://10.0.0.1:3128": "private",
+        "http://[fd00::1]:3128": "unique-local",
+    }
+    for url, reason in refused.items():
+        status, body, _ = await api.call("POST", "/api/proxies", json={"url": url})
+        assert status == 422, (url, body)
+        assert reason in body["detail"] and "s3cret" not in str(body), (url, body)
+    status, listed, _ = await api.call("GET", "/api/proxies")
+    assert listed == []
+
+
 # -- dlq ----------------------------------------------------------------------------------------
 async def _dead_letter(api: Api, key: str, subject: str, data: str, headers: dict) -> None:
     letter = DeadLetter(

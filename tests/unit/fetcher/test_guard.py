@@ -15,8 +15,10 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from services.fetcher.guard import (
     Allowlist,
     GuardedResolver,
+    ProxyRules,
     UnsafeURL,
     check_ip,
+    check_proxy,
     check_target,
     check_url,
     guard_trace_config,
@@ -367,3 +369,62 @@ async def test_redirect_to_forbidden_literal_is_refused(servers: dict[str, _Serv
     finally:
         await runner.cleanup()
     assert servers["127.0.0.3"].connections == 0
+
+
+# -- proxies -----------------------------------------------------------------------------------
+LAB = ProxyRules(["10.9.0.0/16", "127.0.0.1/32"], service_ports=[8686])
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://169.254.169.254:80", "metadata"),
+        ("http://[::169.254.169.254]:3128", "metadata"),
+        ("http://[::ffff:a9fe:a9fe]:3128", "metadata"),
+        ("http://metadata.google.internal:80", "metadata"),
+        ("http://127.0.0.1:5432", "port 5432"),  # our Postgres, on an allowed network
+        ("http://127.0.0.1:4222", "port 4222"),  # NATS
+        ("http://127.0.0.1:8686", "port 8686"),  # the API, from the settings
+        ("http://u:pw@localhost:6432", "port 6432"),  # by name too: pgbouncer
+        ("http://127.0.0.2:3128", "loopback"),  # loopback, but not the listed /32
+        ("http://10.8.0.1:3128", "private"),
+        ("http://[::127.0.0.2]:3128", "127.0.0.2, which is loopback"),
+        ("http://[fd00::1]:3128", "unique-local"),
+        ("ftp://1.2.3.4:21", "http(s)"),
+    ],
+)
+def test_proxies_at_forbidden_places_are_refused(url: str, reason: str) -> None:
+    with pytest.raises(UnsafeURL) as err:
+        check_proxy(url, LAB)
+    assert reason in err.value.reason
+    assert "pw" not in err.value.reason
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://u:pw@10.9.3.4:3128",  # the deployment's listed network
+        "http://127.0.0.1:3128",
+        "http://8.8.8.8:8080",
+        "https://proxy.example.com:443",  # names: their address is checked at connect
+    ],
+)
+def test_proxies_at_public_or_listed_places_pass(url: str) -> None:
+    check_proxy(url, LAB)
+
+
+def test_proxy_rules_take_the_ports_of_this_deployment() -> None:
+    from shared.settings import Settings
+
+    settings = Settings.from_env(
+        {
+            "NATS_URL": "nats://127.0.0.1:14222",
+            "DATABASE_URL": "postgresql://root@127.0.0.1:15432/trawl",
+            "TRAWL_API_LISTEN": "127.0.0.1:18686",
+            "TRAWL_PROXY_NETWORKS": "10.0.0.0/8, 127.0.0.1",
+        }
+    )
+    rules = ProxyRules.from_settings(settings)
+    assert {14222, 15432, 18686, 5432, 4222} <= rules.service_ports
+    assert rules.allow.allows(ipaddress.ip_address("10.1.1.1"))
+    assert not rules.allow.allows(ipaddress.ip_address("127.0.0.2"))
