@@ -1,0 +1,91 @@
+"""The hostile-server corpus (issue 17): the four services crawl a site whose every page is a
+hostile reply (tests/support/hostile.py): huge Retry-After, a 10 MB robots.txt, a gzip bomb,
+endless and lying bodies, drips, silence, redirect loops and redirects to forbidden targets,
+malformed heads. Every job completes, every entry ends done or failed (none stays dispatched or
+fetched), the domain is not parked, and no forbidden target is ever connected to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from control.client import TrawlClient
+from services.scheduler.catalog import save_source
+from shared.sources import source_from_dict
+from tests.support.hostile import HostileServer
+from tests.support.stack import Stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+
+# Outcomes the corpus must produce for some replies (the rest only have to end).
+EXPECTED = {
+    "/fine": "ok",
+    "/robots-blocked/page": "robots_disallowed",
+    "/redirect-ipv4-compatible": "unsafe_url",
+    "/redirect-nat64": "unsafe_url",
+    "/redirect-metadata": "unsafe_url",
+    "/redirect-file": "unsafe_url",
+    "/redirect-credentials": "unsafe_url",
+    "/retry-after-huge": "ok",  # 503 + Retry-After 9999999999, then a page: retried, capped
+    "/retry-after-1e20": "ok",
+    "/retry-after-year-9999": "ok",
+    "/slow-drip": "timeout",
+    "/silent": "timeout",
+}
+
+
+async def test_every_hostile_reply_ends_its_entry(env, settings, pool, tmp_path: Path) -> None:
+    async with HostileServer("127.0.0.2") as site:
+        paths = sorted(site.replies)
+        definition = {
+            "name": "hostile",
+            "seeds": [site.base + p for p in paths],
+            "allowed_domains": [f"127.0.0.2:{site.port}"],
+            "allow_private": ["127.0.0.2/32"],
+            "robots": "obey",
+            "images": False,
+            "timeout": 3,
+            "max_bytes": 1024 * 1024,
+            # The cap under test: a server's Retry-After is obeyed for 1 s at most.
+            "pacing": {"min_delay": 0, "max_delay": 0, "max_in_flight": 8, "max_retry_after": 1},
+            "retry": {
+                "max_retries": 1,
+                "base_delay": 0.2,
+                "blocked_base_delay": 0.2,
+                "jitter": 0,
+                "cap": 1,
+            },
+        }
+        async with pool.acquire() as conn:
+            await save_source(conn, source_from_dict(definition))
+        async with Stack(env, tmp_path / "logs") as stack, TrawlClient(settings) as client:
+            reply = await client.trigger("hostile")
+            try:
+                summary = await client.wait(reply.job_id, timeout=180)
+            except TimeoutError as exc:
+                raise AssertionError(f"the job never completed\n{stack.logs()}") from exc
+            async with pool.acquire() as conn:
+                entries = await conn.fetch(
+                    "SELECT url, state, last_outcome, attempts FROM entries WHERE job_id = $1",
+                    reply.job_id,
+                )
+                parked = await conn.fetchval(
+                    "SELECT count(*) FROM domains WHERE next_allowed_at > now() + interval '1 min'"
+                )
+    assert summary["status"] == "completed", stack.logs()
+    by_path = {e["url"].removeprefix(site.base): e for e in entries}
+    assert set(by_path) == set(paths)
+    open_ = {p: e["state"] for p, e in by_path.items() if e["state"] not in ("done", "failed")}
+    assert not open_, open_
+    outcomes = {p: by_path[p]["last_outcome"] for p in EXPECTED}
+    assert outcomes == EXPECTED
+    assert all(e["attempts"] <= 2 for e in entries)  # max_retries: 1, never past the budget
+    assert parked == 0  # no Retry-After parked the domain
+    assert site.trapped == 0  # no redirect reached a forbidden IPv6 form of loopback
+    assert site.hits["/robots.txt"] >= 1
+    # The counts for the notes: how many hostile replies, and how each ended.
+    survived = {p: (e["state"], e["last_outcome"]) for p, e in sorted(by_path.items())}
+    print(f"hostile replies survived: {len(survived)}")
+    for path, (state, outcome) in survived.items():
+        print(f"  {path}: {state} ({outcome})")
