@@ -13,7 +13,7 @@ import pytest
 from control.client import TrawlClient
 from services.scheduler.catalog import save_source
 from shared.sources import source_from_dict
-from tests.support.hostile import HostileServer
+from tests.support.hostile import HostileServer, html
 from tests.support.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -89,3 +89,60 @@ async def test_every_hostile_reply_ends_its_entry(env, settings, pool, tmp_path:
     print(f"hostile replies survived: {len(survived)}")
     for path, (state, outcome) in survived.items():
         print(f"  {path}: {state} ({outcome})")
+
+
+def _ssrf_forms(trap: int) -> list[str]:
+    """Hosts that are loopback or metadata in an IPv6 spelling (the trap listens on
+    127.0.0.1:trap; the metadata forms cannot connect anywhere here)."""
+    return [
+        f"[::127.0.0.1]:{trap}",
+        f"[::7f00:1]:{trap}",
+        f"[::ffff:127.0.0.1]:{trap}",
+        f"[64:ff9b::7f00:1]:{trap}",
+        f"[2002:7f00:1::]:{trap}",
+        f"[2001:0:808:808::80ff:fffe]:{trap}",  # Teredo, client 127.0.0.1
+        "[::169.254.169.254]:80",
+        "[64:ff9b::a9fe:a9fe]:80",
+    ]
+
+
+async def test_ipv6_forms_as_seeds_and_links_are_refused_by_the_crawl(
+    env, settings, pool, tmp_path: Path
+) -> None:
+    """A source author lists the forms as seeds (so their hosts are allowed domains) and a
+    page links to them as products: through the real scheduler, parser and fetcher, every
+    one is admitted and ends ``unsafe_url``, and the trap on 127.0.0.1 sees no connection."""
+    async with HostileServer("127.0.0.2") as site:
+        hosts = _ssrf_forms(site.trap_port)
+        links = "".join(f'<a href="http://{h}/product/{i}">p</a>' for i, h in enumerate(hosts))
+        site.replies["/ssrf-links"] = html(f"<html><body>{links}</body></html>".encode())
+        seeds = [f"{site.base}/ssrf-links", *(f"http://{h}/seed" for h in hosts)]
+        definition = {
+            "name": "ssrf",
+            "seeds": seeds,  # allowed_domains: the seeds' hosts, the forms included
+            "allow_private": ["127.0.0.2/32"],
+            "robots": "obey",
+            "images": False,
+            "timeout": 3,
+            "pacing": {"profile": "fast"},
+            "retry": {"max_retries": 1, "base_delay": 0.2, "jitter": 0},
+        }
+        async with pool.acquire() as conn:
+            await save_source(conn, source_from_dict(definition))
+        async with Stack(env, tmp_path / "logs") as stack, TrawlClient(settings) as client:
+            reply = await client.trigger("ssrf")
+            summary = await client.wait(reply.job_id, timeout=120)
+            async with pool.acquire() as conn:
+                entries = await conn.fetch(
+                    "SELECT url, state, last_outcome FROM entries WHERE job_id = $1",
+                    reply.job_id,
+                )
+    assert summary["status"] == "completed", stack.logs()
+    outcomes = {e["url"]: e["last_outcome"] for e in entries}
+    assert outcomes.pop(f"{site.base}/ssrf-links") == "ok"
+    link_entries = [u for u in outcomes if "/product/" in u]
+    seed_entries = [u for u in outcomes if u.endswith("/seed")]
+    assert (len(link_entries), len(seed_entries)) == (len(hosts), len(hosts)), sorted(outcomes)
+    wrong = {u: o for u, o in outcomes.items() if o != "unsafe_url"}
+    assert not wrong, wrong
+    assert site.trapped == 0

@@ -45,7 +45,9 @@ class Conn:
         await self.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
 
 
-def _html(body: bytes = PAGE) -> Reply:
+def html(body: bytes = PAGE) -> Reply:
+    """A plain 200 page (the control, or a page of links)."""
+
     async def reply(c: Conn) -> None:
         await c.respond("200 OK", [("Content-Type", "text/html")], body)
 
@@ -59,7 +61,7 @@ def _status_then_ok(status: str, headers: list[tuple[str, str]]) -> Reply:
         if c.hit == 1:
             await c.respond(status, [("Content-Type", "text/html"), *headers], b"busy")
         else:
-            await _html()(c)
+            await html()(c)
 
     return reply
 
@@ -207,9 +209,9 @@ def corpus() -> dict[str, Reply]:
             b"Content-Length: %d\r\n\r\n" % len(PAGE) + PAGE
         ),
         # robots.txt of 10 MB: its rule still holds.
-        "/robots-blocked/page": _html(),
+        "/robots-blocked/page": html(),
         # A page that is fine: the control.
-        "/fine": _html(),
+        "/fine": html(),
     }
 
 
