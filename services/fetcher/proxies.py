@@ -88,6 +88,7 @@ class ProxyPool:
     def __init__(self, kv: KeyValue | None = None, rules: ProxyRules | None = None) -> None:
         self._kv = kv
         self.rules = rules or ProxyRules()
+        self._refused: set[tuple[int, str]] = set()  # warned about once, not on every refresh
         self._proxies: list[Proxy] = []
         self._revision = 0
         self.ready = asyncio.Event()
@@ -124,11 +125,17 @@ class ProxyPool:
         try:
             check_proxy(entry.url, self.rules)
         except UnsafeURL as exc:
-            log.warning(
-                "proxy refused: %s",
-                exc.reason,
-                extra={"action": "proxy_refused", "proxy": str(entry.id), "reason": exc.reason},
-            )
+            if (entry.id, entry.url) not in self._refused:
+                self._refused.add((entry.id, entry.url))
+                log.warning(
+                    "proxy refused: %s",
+                    exc.reason,
+                    extra={
+                        "action": "proxy_refused",
+                        "proxy": str(entry.id),
+                        "reason": exc.reason,
+                    },
+                )
             return False
         return True
 
