@@ -56,7 +56,7 @@ def parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit() also takes "¹²³", float() not
         return float(value)
     try:
         when = parsedate_to_datetime(value)

@@ -41,8 +41,9 @@ def capped_retry_after(retry_after: float | None, cap: float) -> float | None:
     """A server's ``Retry-After`` (seconds) as far as we obey it: at most ``cap``.
 
     The value comes from whoever answered: ``9999999999`` or ``10^20`` would otherwise park the
-    domain for centuries or overflow the timestamp (issue 17). Not a finite number: ignored.
+    domain for centuries or overflow the timestamp (issue 17). Infinity is the cap; NaN is
+    ignored.
     """
-    if retry_after is None or not math.isfinite(retry_after):
+    if retry_after is None or math.isnan(retry_after):
         return None
     return min(max(0.0, retry_after), cap)

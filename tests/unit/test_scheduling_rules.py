@@ -93,7 +93,7 @@ def test_scale_parsing() -> None:
         (2.0, 2.0),
         (9999999999.0, 3600.0),  # year 2343: capped at the default hour
         (1e20, 3600.0),  # overflowed the timestamp before the cap
-        (float("inf"), None),  # not a number of seconds: ignored
+        (float("inf"), 3600.0),  # 400 digits read as a float
         (float("nan"), None),
         (-5.0, 0.0),
     ],
