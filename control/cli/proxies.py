@@ -81,10 +81,10 @@ async def cmd_proxies(args: argparse.Namespace, settings: Settings) -> int:
     writes = args.action != "list"
     async with _clients(settings, nats=writes) as (conn, js, names):
         if args.action == "add":
-            from services.fetcher.guard import ProxyRules, UnsafeURL, check_proxy
+            from services.fetcher.guard import ProxyRules, UnsafeURL, check_proxy_resolved
 
             try:
-                check_proxy(args.url.strip(), ProxyRules.from_settings(settings))
+                await check_proxy_resolved(args.url.strip(), ProxyRules.from_settings(settings))
             except UnsafeURL as exc:
                 print(f"trawl: proxy refused: {exc.reason}", file=sys.stderr)
                 return 2

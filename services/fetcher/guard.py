@@ -363,12 +363,41 @@ def check_proxy(url: str | URL, rules: ProxyRules) -> URL:
     if port in rules.service_ports:
         raise UnsafeURL(f"proxy port {port} is the port of one of trawl's own services")
     if (ip := parse_ip(host)) is not None:
-        if any(a in net for a in (ip, *embedded_ipv4s(ip)) for net in _METADATA_NETS):
-            raise UnsafeURL(f"proxy {ip} is a cloud metadata endpoint")
-        reason = forbidden_reason(ip)
-        if reason is not None and not rules.allow.allows(ip):
-            raise UnsafeURL(f"proxy {ip} is {reason} (not in TRAWL_PROXY_NETWORKS)")
+        _check_proxy_ip(ip, rules)
     return parsed
+
+
+async def check_proxy_resolved(
+    url: str | URL, rules: ProxyRules, resolver: AbstractResolver | None = None
+) -> URL:
+    """``check_proxy`` plus, for a name, every address it resolves to now (registration:
+    the API and the CLI). A name that does not resolve passes; the connect-time check
+    decides then. ``resolver`` defaults to aiohttp's, made and closed here."""
+    parsed = check_proxy(url, rules)
+    host = parsed.raw_host or ""
+    if parse_ip(host) is not None:
+        return parsed
+    inner = resolver or aiohttp.DefaultResolver()
+    try:
+        results = await inner.resolve(host, parsed.port or 0, socket.AF_UNSPEC)
+    except OSError:
+        return parsed
+    finally:
+        if resolver is None:
+            await inner.close()
+    for result in results:
+        if (ip := parse_ip(result["host"])) is not None:
+            _check_proxy_ip(ip, rules, f"proxy {host} resolves to {ip}, which")
+    return parsed
+
+
+def _check_proxy_ip(ip: IPAddress, rules: ProxyRules, subject: str = "") -> None:
+    subject = subject or f"proxy {ip}"
+    if any(a in net for a in (ip, *embedded_ipv4s(ip)) for net in _METADATA_NETS):
+        raise UnsafeURL(f"{subject} is a cloud metadata endpoint")
+    reason = forbidden_reason(ip)
+    if reason is not None and not rules.allow.allows(ip):
+        raise UnsafeURL(f"{subject} is {reason} (not in TRAWL_PROXY_NETWORKS)")
 
 
 def unsafe_cause(exc: BaseException) -> UnsafeURL | None:

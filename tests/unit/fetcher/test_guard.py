@@ -19,6 +19,7 @@ from services.fetcher.guard import (
     UnsafeURL,
     check_ip,
     check_proxy,
+    check_proxy_resolved,
     check_target,
     check_url,
     guard_trace_config,
@@ -428,3 +429,26 @@ def test_proxy_rules_take_the_ports_of_this_deployment() -> None:
     assert {14222, 15432, 18686, 5432, 4222} <= rules.service_ports
     assert rules.allow.allows(ipaddress.ip_address("10.1.1.1"))
     assert not rules.allow.allows(ipaddress.ip_address("127.0.0.2"))
+
+
+async def test_a_proxy_name_is_judged_by_its_addresses_at_registration() -> None:
+    names = FakeResolver(
+        {
+            "proxy.lab": ["10.9.1.1"],
+            "proxy.office": ["10.8.1.1"],
+            "proxy.mixed": ["8.8.8.8", "169.254.169.254"],
+            "proxy.example": ["8.8.8.8"],
+        }
+    )
+    await check_proxy_resolved("http://proxy.lab:3128", LAB, names)
+    await check_proxy_resolved("http://proxy.example:3128", LAB, names)
+    await check_proxy_resolved("http://unknown.invalid:3128", LAB, names)  # connect decides
+    for host, reason in (
+        ("proxy.office", "proxy.office resolves to 10.8.1.1, which is private"),
+        ("proxy.mixed", "cloud metadata"),  # any address, not just the first
+    ):
+        with pytest.raises(UnsafeURL) as err:
+            await check_proxy_resolved(f"http://u:pw@{host}:3128", LAB, names)
+        assert reason in err.value.reason and "pw" not in err.value.reason
+    with pytest.raises(UnsafeURL, match="loopback"):  # the system resolver: /etc/hosts
+        await check_proxy_resolved("http://localhost:3128", ProxyRules())
