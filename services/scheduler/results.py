@@ -17,7 +17,7 @@ from services.scheduler.frontier import Admission, Candidate, image_candidates
 from services.scheduler.jobs import JobSources
 from services.scheduler.priority import job_boost
 from services.scheduler.proxies import record_proxy_outcome
-from services.scheduler.retry import capped_retry_after, retry_delay
+from services.scheduler.retry import capped_wait, retry_delay
 from services.scheduler.seen import JobLinks, SeenLinks
 from services.scheduler.store import Conn
 from shared.api_template import request_key
@@ -49,8 +49,11 @@ async def apply_fetch_result(
         if entry is None:
             return None
         source, _ = await job_sources.get(conn, attempt.job_id)
-        retry_after = capped_retry_after(result.retry_after, source.pacing.max_retry_after)
-        await _pace_domain(conn, entry["domain"], result, retry_after)
+        cap = source.pacing.max_retry_after
+        retry_after = capped_wait(result.retry_after, cap)
+        await _pace_domain(
+            conn, entry["domain"], result, retry_after, capped_wait(result.crawl_delay, cap)
+        )
         if result.payload_ref:
             await store.results.insert_payload(conn, result)
         # url_state is the URL's memory across jobs; API pages sharing a URL (POST bodies)
@@ -81,10 +84,14 @@ _RETRYABLE = {"blocked", "server_error", "timeout", "network_error", "no_proxy"}
 
 
 async def _pace_domain(
-    conn: Conn, domain: str, result: FetchResult, retry_after: float | None
+    conn: Conn,
+    domain: str,
+    result: FetchResult,
+    retry_after: float | None,
+    crawl_delay: float | None,
 ) -> None:
-    """Free the in-flight slot and set when the domain may go next (``retry_after``: the
-    server's, already capped by the source)."""
+    """Free the in-flight slot and set when the domain may go next (``retry_after`` and
+    ``crawl_delay``: the server's, already capped by the source)."""
     row = await store.results.lock_domain_pace(conn, domain)
     if row is None:
         return
@@ -97,7 +104,7 @@ async def _pace_domain(
         backoff = min(_MAX_BACKOFF, backoff * 2)
     elif result.outcome in ("ok", "not_modified"):
         backoff = max(1.0, backoff * 0.9)
-    crawl_delay = result.crawl_delay if result.crawl_delay is not None else row["crawl_delay"]
+    crawl_delay = crawl_delay if crawl_delay is not None else row["crawl_delay"]
     delay = random.uniform(row["min_delay"], row["max_delay"]) * backoff
     delay = max(delay, crawl_delay or 0.0, retry_after or 0.0)
     await store.results.pace_domain(

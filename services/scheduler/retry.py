@@ -37,13 +37,13 @@ def retry_delay(
     return max(0.0, delay)
 
 
-def capped_retry_after(retry_after: float | None, cap: float) -> float | None:
-    """A server's ``Retry-After`` (seconds) as far as we obey it: at most ``cap``.
+def capped_wait(seconds: float | None, cap: float) -> float | None:
+    """A wait a server asks for (``Retry-After``, robots.txt ``Crawl-delay``), as far as we
+    obey it: at most ``cap`` (the source's ``pacing.max_retry_after``).
 
-    The value comes from whoever answered: ``9999999999`` or ``10^20`` would otherwise park the
-    domain for centuries or overflow the timestamp (issue 17). Infinity is the cap; NaN is
-    ignored.
+    The value is the server's to choose: ``9999999999`` would park the domain for centuries and
+    ``10^20`` overflow the timestamp (issue 17). Infinity is the cap; NaN is ignored.
     """
-    if retry_after is None or math.isnan(retry_after):
+    if seconds is None or math.isnan(seconds):
         return None
-    return min(max(0.0, retry_after), cap)
+    return min(max(0.0, seconds), cap)

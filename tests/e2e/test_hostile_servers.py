@@ -13,7 +13,7 @@ import pytest
 from control.client import TrawlClient
 from services.scheduler.catalog import save_source
 from shared.sources import source_from_dict
-from tests.support.hostile import HostileServer, html
+from tests.support.hostile import HostileServer, html, text
 from tests.support.stack import Stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
@@ -157,3 +157,36 @@ async def test_ipv6_forms_as_seeds_and_links_are_refused_by_the_crawl(
     wrong = {u: o for u, o in outcomes.items() if o != "unsafe_url"}
     assert not wrong, wrong
     assert site.trapped == 0
+
+
+async def test_a_hostile_crawl_delay_is_capped_too(env, settings, pool, tmp_path: Path) -> None:
+    """robots.txt says ``Crawl-delay: 99999999999999999999``: read as 10^20 s, it overflowed
+    the domain's timestamp like Retry-After did. Capped by the same setting, the crawl goes on
+    at one page per second and completes, and the domain is not parked."""
+    async with HostileServer("127.0.0.3") as site:
+        site.robots = text(b"User-agent: *\nCrawl-delay: 99999999999999999999\n")
+        seeds = [f"{site.base}/fine?n={i}" for i in range(3)]
+        definition = {
+            "name": "crawl-delay",
+            "seeds": seeds,
+            "allow_private": ["127.0.0.3/32"],
+            "images": False,
+            "pacing": {"profile": "fast", "max_retry_after": 1},
+        }
+        async with pool.acquire() as conn:
+            await save_source(conn, source_from_dict(definition))
+        async with Stack(env, tmp_path / "logs") as stack, TrawlClient(settings) as client:
+            reply = await client.trigger("crawl-delay")
+            try:
+                summary = await client.wait(reply.job_id, timeout=60)
+            except TimeoutError as exc:
+                raise AssertionError(f"the job never completed\n{stack.logs()}") from exc
+            async with pool.acquire() as conn:
+                domain = await conn.fetchrow(
+                    "SELECT crawl_delay, next_allowed_at < now() + interval '1 min' AS soon"
+                    " FROM domains WHERE domain = $1",
+                    f"127.0.0.3:{site.port}",
+                )
+    assert summary["status"] == "completed"
+    assert summary["counters"].get("outcome_ok") == len(seeds), summary["counters"]
+    assert (domain["crawl_delay"], domain["soon"]) == (1.0, True)

@@ -45,6 +45,15 @@ class Conn:
         await self.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body)
 
 
+def text(body: bytes) -> Reply:
+    """A 200 text/plain reply (a robots.txt)."""
+
+    async def reply(c: Conn) -> None:
+        await c.respond("200 OK", [("Content-Type", "text/plain")], body)
+
+    return reply
+
+
 def html(body: bytes = PAGE) -> Reply:
     """A plain 200 page (the control, or a page of links)."""
 
@@ -226,6 +235,7 @@ class HostileServer:
         self.trapped = 0
         self.hits: Counter[str] = Counter()
         self.replies = corpus()
+        self.robots: Reply = _giant_robots  # replace to serve another robots.txt
         self._server: asyncio.Server | None = None
         self._trap: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -243,7 +253,7 @@ class HostileServer:
             path = head.split(b" ", 2)[1].decode("latin-1").split("?")[0]
             self.hits[path] += 1
             if path == "/robots.txt":
-                reply: Reply = _giant_robots
+                reply: Reply = self.robots
             elif path.startswith("/redirect-chain"):
                 reply = self.replies["/redirect-chain"]
             else:

@@ -8,7 +8,7 @@ from control.supervisor import parse_scale
 from schemas.outcomes import classify_status
 from schemas.source import Pacing, RetryPolicy
 from services.scheduler.priority import base_priority, job_boost, rank
-from services.scheduler.retry import capped_retry_after, retry_delay
+from services.scheduler.retry import capped_wait, retry_delay
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_scale_parsing() -> None:
 )
 def test_retry_after_is_capped_by_the_source(header: float | None, obeyed: float | None) -> None:
     assert Pacing().max_retry_after == 3600.0
-    assert capped_retry_after(header, Pacing().max_retry_after) == obeyed
+    assert capped_wait(header, Pacing().max_retry_after) == obeyed
     policy = RetryPolicy(max_retries=3, base_delay=1, jitter=0)
     delay = retry_delay("server_error", 1, policy, retry_after=obeyed)
     assert delay is not None and delay <= 3600.0
