@@ -50,6 +50,9 @@ class Pacing(_Model, frozen=True):
     min_delay: float | None = None
     max_delay: float | None = None
     max_in_flight: int | None = None
+    # A server's Retry-After and robots.txt Crawl-delay are obeyed up to this many seconds
+    # (domain and URL alike): a hostile or broken answer must not park a domain for centuries.
+    max_retry_after: float = 3600.0
 
     def resolved(self) -> tuple[float, float, int]:
         """(min_delay, max_delay, max_in_flight): explicit values override the profile's."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from collections.abc import Mapping
@@ -27,6 +28,9 @@ ENV_DEFAULTS: dict[str, str] = {
     # host:port of this process's Prometheus `/metrics` (docs/metrics.md). Empty = metrics off.
     # Port 0 picks a free port (replicas on one machine), advertised in the NATS service API.
     "TRAWL_METRICS_LISTEN": "",
+    # Networks (CIDR, comma-separated) where proxies may live besides public addresses, e.g. a
+    # corporate proxy on 10.1.2.3/32. Metadata endpoints and our own services' ports never.
+    "TRAWL_PROXY_NETWORKS": "",
 }
 
 # Standard OpenTelemetry variables are read by the SDK itself; listed so the checks know them.
@@ -50,6 +54,7 @@ class Settings:
     max_deliver: int
     instance: str
     metrics_listen: str = ""
+    proxy_networks: tuple[str, ...] = ()
     # TRAWL_SECRET_* variables: values API request headers may reference (never sent in messages)
     secrets: Mapping[str, str] = field(default_factory=dict)
 
@@ -81,6 +86,7 @@ class Settings:
             instance=get("TRAWL_INSTANCE") or f"{os.uname().nodename}-{os.getpid()}",
             secrets={k: v for k, v in env.items() if k.startswith("TRAWL_SECRET_")},
             metrics_listen=_listen(get, "TRAWL_METRICS_LISTEN"),
+            proxy_networks=_networks(get, "TRAWL_PROXY_NETWORKS"),
         )
 
 
@@ -93,6 +99,17 @@ def _int(get, name: str) -> int:
     if value <= 0:
         raise ConfigError(f"{name}={raw!r} must be positive")
     return value
+
+
+def _networks(get, name: str) -> tuple[str, ...]:
+    """A comma- or space-separated list of CIDR networks (validated, kept as text)."""
+    out = []
+    for item in get(name).replace(",", " ").split():
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise ConfigError(f"{name}: {item!r} is not an IP address or CIDR network") from None
+    return tuple(out)
 
 
 def _listen(get, name: str) -> str:

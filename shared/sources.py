@@ -715,6 +715,12 @@ def _numbers(s: Source) -> Iterator[_Problem]:
         yield from bad(
             ("pacing", "max_in_flight"), p.max_in_flight, p.max_in_flight >= 1, "must be ≥ 1"
         )
+    yield from bad(
+        ("pacing", "max_retry_after"),
+        p.max_retry_after,
+        0 <= p.max_retry_after <= 7 * 86400,
+        "must be in 0..604800 (seconds)",
+    )
     r = s.retry
     yield from bad(
         ("retry", "max_retries"), r.max_retries, 0 <= r.max_retries <= 20, "must be in 0..20"

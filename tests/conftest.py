@@ -128,6 +128,8 @@ def env(namespace: str, database_url: str) -> dict[str, str]:
             "TRAWL_NAMESPACE": namespace,
             "TRAWL_API_LISTEN": f"127.0.0.1:{free_port()}",
             "TRAWL_LOG_LEVEL": "INFO",
+            # The tests' forward proxies listen on loopback; a deployment lists its own networks.
+            "TRAWL_PROXY_NETWORKS": "127.0.0.0/8",
             "PYTHONPATH": str(ROOT),
         }
     )

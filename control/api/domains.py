@@ -25,6 +25,12 @@ class DomainAction(msgspec.Struct, kw_only=True):
     status: str
 
 
+class DomainReset(msgspec.Struct, kw_only=True):
+    domain: str
+    status: str  # "reset"
+    retries_due: int  # waiting retries of the domain brought forward to now
+
+
 class PaceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     min_delay: float | None = None
     max_delay: float | None = None
@@ -79,6 +85,14 @@ async def pace(request: web.Request) -> web.Response:
         except operations.Conflict as exc:
             raise Problem(422, "Unprocessable Content", str(exc)) from None
     return respond(DomainAction(domain=result.domain or "", status=result.status or ""))
+
+
+async def reset(request: web.Request) -> web.Response:
+    async with pool_of(request).acquire() as conn:
+        result = await operations.reset_domain(conn, request.match_info["domain"])
+    return respond(
+        DomainReset(domain=result.domain or "", status="reset", retries_due=result.affected)
+    )
 
 
 async def why(request: web.Request) -> web.Response:
@@ -156,6 +170,16 @@ ROUTES = [
         "domains",
         params=_D,
         response=DomainAction,
+        errors=(404,),
+    ),
+    Route(
+        "POST",
+        "/api/domains/{domain}/reset",
+        reset,
+        "Clear the domain's back-off and waits (Retry-After included); its retries are due now",
+        "domains",
+        params=_D,
+        response=DomainReset,
         errors=(404,),
     ),
     Route(

@@ -1,6 +1,7 @@
 """Proxies: list with health, register, enable/disable, remove (services/scheduler/proxies.py
 holds the registry; every change republishes the fetchers' active list). URLs are shown with
-their credentials masked."""
+their credentials masked. A proxy at an address the fetcher would refuse (``check_proxy``; a name
+by the addresses it resolves to) is refused here already, with the reason."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from aiohttp import web
 from control.api.problems import Problem
 from control.api.routes import ID, Param, Route, path_id, pool_of, read_body, respond, rt_of
 from schemas.read import ProxyOut
+from services.fetcher.guard import ProxyRules, UnsafeURL, check_proxy_resolved
 from services.scheduler import proxies as registry
 from services.scheduler.operations import NotFound
 from services.scheduler.store import Conn
@@ -40,6 +42,10 @@ async def get_proxy(request: web.Request) -> web.Response:
 async def add_proxy(request: web.Request) -> web.Response:
     body: ProxyIn = await read_body(request, ProxyIn)
     rt = rt_of(request)
+    try:
+        await check_proxy_resolved(body.url.strip(), ProxyRules.from_settings(rt.settings))
+    except UnsafeURL as exc:  # names host and port only, never the credentials
+        raise Problem(422, "Unprocessable Content", exc.reason) from None
     async with pool_of(request).acquire() as conn:
         try:
             row = await registry.add_proxy(conn, rt.js, rt.names, body.url)

@@ -39,13 +39,19 @@ def register(sub) -> None:
     p.add_argument("--stream")
 
     dom = add_command(
-        sub, "domains", "domains: pacing state, pause, resume, pace, why", json_flag=False
+        sub, "domains", "domains: pacing state, pause, resume, reset, pace, why", json_flag=False
     )
     dom_sub = dom.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = _json(dom_sub.add_parser("list", help="domains with their pace and blocks"))
     p.add_argument("--limit", type=int, default=100)
     for name in ("pause", "resume"):
         _json(dom_sub.add_parser(name, help=f"{name} dispatch to a domain")).add_argument("domain")
+    p = _json(
+        dom_sub.add_parser(
+            "reset", help="clear a domain's back-off and waits (Retry-After); retries due now"
+        )
+    )
+    p.add_argument("domain")
     p = _json(dom_sub.add_parser("pace", help="set a domain's delays and concurrency"))
     p.add_argument("domain")
     p.add_argument("--min-delay", type=float)
@@ -188,6 +194,9 @@ async def cmd_domains(args: argparse.Namespace, settings: Settings) -> int:
     elif args.action in ("pause", "resume"):
         out = await call(settings, "POST", f"/api/domains/{args.domain}/{args.action}")
         emit(args, out, lambda: print(f"{out['domain']} {out['status']}"))
+    elif args.action == "reset":
+        out = await call(settings, "POST", f"/api/domains/{args.domain}/reset")
+        emit(args, out, lambda: print(f"{out['domain']} reset, {out['retries_due']} retries due"))
     elif args.action == "pace":
         body = {
             "min_delay": args.min_delay,

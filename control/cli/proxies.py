@@ -81,6 +81,13 @@ async def cmd_proxies(args: argparse.Namespace, settings: Settings) -> int:
     writes = args.action != "list"
     async with _clients(settings, nats=writes) as (conn, js, names):
         if args.action == "add":
+            from services.fetcher.guard import ProxyRules, UnsafeURL, check_proxy_resolved
+
+            try:
+                await check_proxy_resolved(args.url.strip(), ProxyRules.from_settings(settings))
+            except UnsafeURL as exc:
+                print(f"trawl: proxy refused: {exc.reason}", file=sys.stderr)
+                return 2
             row = _out(await registry.add_proxy(conn, js, names, args.url))
             emit(args, row, lambda: print(f"proxy {row['id']} added: {row['url']}"))
             return 0

@@ -44,6 +44,8 @@ from shared.errors import SourceError, TrawlError
 if TYPE_CHECKING:
     from types import SimpleNamespace
 
+    from shared.settings import Settings
+
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -96,7 +98,9 @@ _FORBIDDEN: tuple[tuple[IPNetwork, str], ...] = tuple(
         ("240.0.0.0/4", "reserved"),
         ("::/128", "unspecified"),
         ("::1/128", "loopback"),
+        ("::/96", "IPv4-compatible IPv6 (deprecated, RFC 4291)"),
         ("64:ff9b:1::/48", "local-use NAT64"),
+        ("2001::/32", "Teredo"),
         ("100::/64", "discard-only"),
         ("2001:db8::/32", "documentation"),
         ("fc00::/7", "unique-local"),
@@ -107,7 +111,14 @@ _FORBIDDEN: tuple[tuple[IPNetwork, str], ...] = tuple(
 )
 
 NAME_TTL = 60.0  # seconds a name's verdict is kept (the connector's DNS cache keeps as long)
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+# IPv6 ranges whose last 32 bits are an IPv4 address: NAT64 (well-known prefix and the
+# local-use /48 of RFC 8215, with the address at the end as a /96 prefix puts it) and the
+# deprecated IPv4-compatible ::a.b.c.d (``::`` and ``::1`` are in that range too but are
+# read as themselves).
+_V4_IN_LAST_32 = tuple(
+    ipaddress.IPv6Network(n) for n in ("64:ff9b::/96", "64:ff9b:1::/48", "::/96")
+)
+_OWN_MEANING = (ipaddress.IPv6Address("::"), ipaddress.IPv6Address("::1"))
 # Characters of the numeric IPv4 forms libc accepts: 127.1, 0x7f000001, 0177.0.0.1, 2130706433.
 _NUMERIC_V4 = re.compile(r"[0-9a-fA-FxX.]+")
 
@@ -164,9 +175,7 @@ class Allowlist:
         return cls(networks)
 
     def allows(self, ip: IPAddress) -> bool:
-        candidates = [ip]
-        if (inner := embedded_ipv4(ip)) is not None:
-            candidates.append(inner)
+        candidates = [ip, *embedded_ipv4s(ip)]
         for addr in candidates:
             if any(addr in net for net in self.networks):
                 return True
@@ -180,24 +189,47 @@ class Allowlist:
         return f"Allowlist({[str(n) for n in self.networks]})"
 
 
-def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address stands for (mapped ::ffff:a.b.c.d, 6to4, NAT64)."""
+def embedded_ipv4s(ip: IPAddress) -> tuple[ipaddress.IPv4Address, ...]:
+    """Every IPv4 address an IPv6 address carries, so each can be checked on its own.
+
+    IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``, NAT64 ``64:ff9b::a.b.c.d``
+    (and the local-use ``64:ff9b:1::/48``), 6to4 ``2002:AABB:CCDD::`` and Teredo
+    ``2001:0:SERVER::~CLIENT`` (both its server and its obfuscated client address). A packet
+    to any of them may end up at that IPv4 address, through a relay or the host's own stack
+    (Python calls ``::7f00:1`` global, Linux may not agree).
+    """
     if isinstance(ip, ipaddress.IPv4Address):
-        return None
+        return ()
     if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
+        return (ip.ipv4_mapped,)
     if ip.sixtofour is not None:
-        return ip.sixtofour
-    if ip in _NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
-    return None
+        return (ip.sixtofour,)
+    if ip.teredo is not None:
+        return ip.teredo
+    if ip not in _OWN_MEANING and any(ip in net for net in _V4_IN_LAST_32):
+        return (ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF),)
+    return ()
+
+
+def embedded_ipv4(ip: IPAddress) -> ipaddress.IPv4Address | None:
+    """The (first) IPv4 address an IPv6 address stands for; see ``embedded_ipv4s``."""
+    inner = embedded_ipv4s(ip)
+    return inner[0] if inner else None
 
 
 def forbidden_reason(ip: IPAddress) -> str | None:
-    """Why ``ip`` is forbidden ("loopback", "private", …), or ``None`` for a public address."""
-    if (inner := embedded_ipv4(ip)) is not None:
+    """Why ``ip`` is forbidden ("loopback", "private", …), or ``None`` for a public address.
+
+    An IPv6 form of a forbidden IPv4 address is refused with the IPv4 address's reason. The
+    forms that translate to a public IPv4 address (mapped, 6to4, NAT64) are as public as it
+    is; the others (IPv4-compatible, local-use NAT64, Teredo) fall to the table below.
+    """
+    for inner in embedded_ipv4s(ip):
         reason = forbidden_reason(inner)
-        return None if reason is None else f"an IPv6 form of {inner}, which is {reason}"
+        if reason is not None:
+            return f"an IPv6 form of {inner}, which is {reason}"
+    if embedded_ipv4s(ip) and not any(ip in net for net, _ in _FORBIDDEN):
+        return None
     for net, label in _FORBIDDEN:
         if ip in net:
             return label
@@ -272,6 +304,100 @@ def check_target(url: str | URL, allow: Allowlist) -> URL:
     if (ip := parse_ip(parsed.raw_host)) is not None:
         check_ip(ip, allow)
     return parsed
+
+
+# Ports of the services trawl runs beside (NATS client, cluster and monitoring; Postgres and
+# pgbouncer). A "proxy" there would let an API caller talk to them through the fetcher.
+SERVICE_PORTS = frozenset({4222, 6222, 8222, 5432, 6432})
+
+
+class ProxyRules:
+    """Where a proxy may be: a public address, or one of the networks the operator lists
+    (``TRAWL_PROXY_NETWORKS``); never a cloud metadata endpoint, and never on a port of one of
+    trawl's own services (``SERVICE_PORTS`` and the ports in this deployment's settings).
+
+    Not the sources' ``allow_private``: proxies are global, so only whoever deploys trawl says
+    which private networks hold them.
+    """
+
+    __slots__ = ("allow", "service_ports")
+
+    def __init__(self, networks: Iterable[str] = (), service_ports: Iterable[int] = ()) -> None:
+        self.allow = Allowlist.from_policy(list(networks))
+        self.service_ports = SERVICE_PORTS | frozenset(service_ports)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ProxyRules:
+        ports = set()
+        for url in (settings.nats_url, settings.database_url):
+            with_scheme = url if "://" in url else f"tcp://{url}"
+            try:
+                port = URL(with_scheme).explicit_port
+            except ValueError:
+                port = None
+            if port:
+                ports.add(port)
+        for listen in (settings.api_listen, settings.metrics_listen):
+            port_text = listen.rpartition(":")[2]
+            if port_text.isdecimal() and int(port_text) > 0:
+                ports.add(int(port_text))
+        return cls(settings.proxy_networks, ports)
+
+
+def check_proxy(url: str | URL, rules: ProxyRules) -> URL:
+    """Refuse a proxy URL whose address (an IP literal) or port is not a place for a proxy.
+
+    Names are refused when they name a metadata service; the address they resolve to is
+    checked when the fetcher connects (the connector's ``GuardedResolver``), like any target.
+    Credentials are allowed (``http://user:password@host:port``) and never in the message.
+    """
+    try:
+        parsed = url if isinstance(url, URL) else URL(url)
+        scheme, host, port = parsed.scheme.lower(), parsed.raw_host, parsed.port
+    except (ValueError, TypeError) as exc:
+        raise UnsafeURL(f"the proxy URL is not valid: {exc}") from exc
+    if scheme not in SCHEMES or not host or port is None or not 0 < port < 65536:
+        raise UnsafeURL("a proxy URL is http(s)://[user:password@]host:port")
+    if _is_metadata_name(host):
+        raise UnsafeURL(f"proxy {host} is a cloud metadata endpoint")
+    if port in rules.service_ports:
+        raise UnsafeURL(f"proxy port {port} is the port of one of trawl's own services")
+    if (ip := parse_ip(host)) is not None:
+        _check_proxy_ip(ip, rules)
+    return parsed
+
+
+async def check_proxy_resolved(
+    url: str | URL, rules: ProxyRules, resolver: AbstractResolver | None = None
+) -> URL:
+    """``check_proxy`` plus, for a name, every address it resolves to now (registration:
+    the API and the CLI). A name that does not resolve passes; the connect-time check
+    decides then. ``resolver`` defaults to aiohttp's, made and closed here."""
+    parsed = check_proxy(url, rules)
+    host = parsed.raw_host or ""
+    if parse_ip(host) is not None:
+        return parsed
+    inner = resolver or aiohttp.DefaultResolver()
+    try:
+        results = await inner.resolve(host, parsed.port or 0, socket.AF_UNSPEC)
+    except OSError:
+        return parsed
+    finally:
+        if resolver is None:
+            await inner.close()
+    for result in results:
+        if (ip := parse_ip(result["host"])) is not None:
+            _check_proxy_ip(ip, rules, f"proxy {host} resolves to {ip}, which")
+    return parsed
+
+
+def _check_proxy_ip(ip: IPAddress, rules: ProxyRules, subject: str = "") -> None:
+    subject = subject or f"proxy {ip}"
+    if any(a in net for a in (ip, *embedded_ipv4s(ip)) for net in _METADATA_NETS):
+        raise UnsafeURL(f"{subject} is a cloud metadata endpoint")
+    reason = forbidden_reason(ip)
+    if reason is not None and not rules.allow.allows(ip):
+        raise UnsafeURL(f"{subject} is {reason} (not in TRAWL_PROXY_NETWORKS)")
 
 
 def unsafe_cause(exc: BaseException) -> UnsafeURL | None:

@@ -56,7 +56,7 @@ def parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # str.isdigit() also takes "¹²³", float() not
         return float(value)
     try:
         when = parsedate_to_datetime(value)
@@ -79,10 +79,13 @@ async def request(
     resolver: GuardedResolver | None = None,
     method: str = "GET",
     body: bytes | None = None,
+    truncate: bool = False,
 ) -> Response:
     """``resolver`` checks target names when a proxy is used (the proxy resolves them, so the
     connector's guarded resolver never sees them). ``method`` and ``body`` are sent as given
-    (an API page); a redirect turns them into a GET as browsers do, except 307/308."""
+    (an API page); a redirect turns them into a GET as browsers do, except 307/308.
+    ``truncate``: a body over ``max_bytes`` is cut there and kept (robots.txt, RFC 9309 §2.5)
+    instead of rejected."""
     started = time.monotonic()
     try:
         async with asyncio.timeout(timeout):
@@ -98,6 +101,7 @@ async def request(
                 resolver,
                 method,
                 body,
+                truncate,
             )
     except TimeoutError:
         response = Response("timeout", url, error=f"no complete response within {timeout:g} s")
@@ -125,6 +129,7 @@ async def _follow(
     resolver: GuardedResolver | None,
     method: str = "GET",
     body: bytes | None = None,
+    truncate: bool = False,
 ) -> Response:
     target = URL(url, encoded=True)
     for _hop in range(max_redirects + 1):
@@ -146,7 +151,7 @@ async def _follow(
                     method, body = "GET", None  # RFC 9110 §15.4: what every client does
                     headers = {k: v for k, v in headers.items() if k.lower() != "content-type"}
                 continue
-            return await _read(resp, str(target), max_bytes, accept_types)
+            return await _read(resp, str(target), max_bytes, accept_types, truncate)
     return Response("rejected", str(target), error=f"more than {max_redirects} redirects")
 
 
@@ -157,7 +162,11 @@ def accepts(accept_types: list[str], content_type: str) -> bool:
 
 
 async def _read(
-    resp: aiohttp.ClientResponse, url: str, max_bytes: int, accept_types: list[str] | None
+    resp: aiohttp.ClientResponse,
+    url: str,
+    max_bytes: int,
+    accept_types: list[str] | None,
+    truncate: bool = False,
 ) -> Response:
     headers = CIMultiDict(resp.headers)
     out = Response(
@@ -173,7 +182,7 @@ async def _read(
         out.outcome, out.error = "rejected", f"content type {out.content_type} not accepted"
         return out
     declared = resp.content_length
-    if declared is not None and declared > max_bytes:
+    if declared is not None and declared > max_bytes and not truncate:
         out.outcome, out.error = "rejected", f"body of {declared} bytes exceeds {max_bytes}"
         return out
     # Counted after decompression, so a gzip bomb stops at the cap too.
@@ -182,6 +191,9 @@ async def _read(
     async for chunk in resp.content.iter_chunked(CHUNK):
         size += len(chunk)
         if size > max_bytes:
+            if truncate:
+                chunks.append(chunk[: len(chunk) - (size - max_bytes)])
+                break
             out.outcome, out.error = "rejected", f"body exceeds {max_bytes} bytes"
             return out
         chunks.append(chunk)

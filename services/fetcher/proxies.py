@@ -9,6 +9,10 @@ picks the same proxy for it, and each retry (``generation = attempt - 1``) moves
 round-robin. A block (403/429) is retried with the next attempt, hence through the next proxy
 and with the next browser identity.
 
+Each proxy of the list passes ``check_proxy`` first (``ProxyRules`` from the settings): one at
+a metadata address, on a private network the deployment did not list, or on a port of our own
+services is dropped with a warning, whoever put it in the registry.
+
 Credentials stay in this module: ``Proxy.url`` has them stripped, ``Proxy.headers`` carries
 them to aiohttp, and only ``Proxy.id`` leaves the fetcher (``FetchResult.proxy``, logs).
 """
@@ -31,6 +35,7 @@ from nats.js.kv import KeyValue
 from yarl import URL
 
 from schemas.records import ACTIVE_KEY, ActiveProxies, ProxyEntry, decode_active
+from services.fetcher.guard import ProxyRules, UnsafeURL, check_proxy
 from shared.errors import TrawlError
 
 log = logging.getLogger("trawl.fetcher.proxies")
@@ -80,15 +85,19 @@ def pick(proxies: list[Proxy], session: str, generation: int) -> Proxy | None:
 class ProxyPool:
     """The active proxies, kept current from the KV bucket by ``run()``."""
 
-    def __init__(self, kv: KeyValue | None = None) -> None:
+    def __init__(self, kv: KeyValue | None = None, rules: ProxyRules | None = None) -> None:
         self._kv = kv
+        self.rules = rules or ProxyRules()
+        self._refused: set[tuple[int, str]] = set()  # warned about once, not on every refresh
         self._proxies: list[Proxy] = []
         self._revision = 0
         self.ready = asyncio.Event()
 
     @classmethod
-    async def open(cls, js: nats.js.JetStreamContext, bucket: str) -> ProxyPool:
-        pool = cls(await js.key_value(bucket))
+    async def open(
+        cls, js: nats.js.JetStreamContext, bucket: str, rules: ProxyRules | None = None
+    ) -> ProxyPool:
+        pool = cls(await js.key_value(bucket), rules)
         await pool.refresh()
         return pool
 
@@ -101,7 +110,9 @@ class ProxyPool:
 
     def set(self, entries: list[ProxyEntry]) -> None:
         before = [p.id for p in self._proxies]
-        self._proxies = [Proxy.from_entry(e) for e in sorted(entries, key=lambda e: e.id)]
+        self._proxies = [
+            Proxy.from_entry(e) for e in sorted(entries, key=lambda e: e.id) if self._usable(e)
+        ]
         self.ready.set()
         after = [p.id for p in self._proxies]
         if after != before:
@@ -109,6 +120,24 @@ class ProxyPool:
                 "active proxies changed",
                 extra={"action": "proxies_changed", "proxies": after},
             )
+
+    def _usable(self, entry: ProxyEntry) -> bool:
+        try:
+            check_proxy(entry.url, self.rules)
+        except UnsafeURL as exc:
+            if (entry.id, entry.url) not in self._refused:
+                self._refused.add((entry.id, entry.url))
+                log.warning(
+                    "proxy refused: %s",
+                    exc.reason,
+                    extra={
+                        "action": "proxy_refused",
+                        "proxy": str(entry.id),
+                        "reason": exc.reason,
+                    },
+                )
+            return False
+        return True
 
     def _apply(self, value: bytes | None, revision: int | None) -> None:
         if revision is not None and revision < self._revision:

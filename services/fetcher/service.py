@@ -14,7 +14,13 @@ import aiohttp
 from yarl import URL
 
 from schemas.messages import FetchPolicy, FetchResult, FetchWork
-from services.fetcher.guard import Allowlist, GuardedResolver, UnsafeURL, check_target
+from services.fetcher.guard import (
+    Allowlist,
+    GuardedResolver,
+    ProxyRules,
+    UnsafeURL,
+    check_target,
+)
 from services.fetcher.http import Response, request
 from services.fetcher.identity import Identity, identity_for, image_headers
 from services.fetcher.pacing import HostGuard, InFlight, jittered, wait_until
@@ -173,10 +179,15 @@ class Fetcher:
             accept_types=None,
             proxy=proxy,
             resolver=resolver,
+            truncate=True,  # RFC 9309 §2.5: the first 500 KiB are the rules, the rest is cut
         )
         if resp.status is None:
             return None, b""
-        return resp.status, resp.body or b""
+        if resp.outcome == "ok" or resp.body is not None or not 200 <= resp.status < 300:
+            return resp.status, resp.body or b""
+        # A 2xx whose body was not read (refused, cut short) is no robots.txt, and never
+        # "allow everything": it counts as unreachable, so disallow for a while.
+        return None, b""
 
     async def close(self) -> None:
         for session in self._sessions.values():
@@ -436,7 +447,9 @@ def _span_attrs(work: FetchWork) -> dict[str, Any]:
 
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
-    proxies = await ProxyPool.open(rt.js, rt.names.proxies_bucket)
+    proxies = await ProxyPool.open(
+        rt.js, rt.names.proxies_bucket, ProxyRules.from_settings(rt.settings)
+    )
     fetcher = Fetcher(rt, proxies)
     consumer = rt.consumer(
         FETCH_WORK,

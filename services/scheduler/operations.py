@@ -3,11 +3,14 @@ touch Postgres, and the dispatch loop picks the changes up on its next cycle (â‰
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from services.scheduler import store
 from services.scheduler.store import Conn
 from shared.errors import TrawlError
+
+log = logging.getLogger("trawl.scheduler.operations")
 
 
 class NotFound(TrawlError):
@@ -77,6 +80,19 @@ async def pause_domain(conn: Conn, domain: str, paused: bool = True) -> ActionRe
     if not await store.domains.set_paused(conn, domain, paused):
         raise NotFound(f"domain {domain} not found")
     return ActionResult(domain=domain, status="paused" if paused else "active")
+
+
+async def reset_domain(conn: Conn, domain: str) -> ActionResult:
+    """Clear a domain's back-off, its wait (a server's Retry-After included) and bring its
+    waiting retries forward: the operator's answer to a domain parked by a hostile answer."""
+    hurried = await store.domains.reset(conn, domain)
+    if hurried is None:
+        raise NotFound(f"domain {domain} not found")
+    log.info(
+        "domain reset",
+        extra={"action": "domain_reset", "domain": domain, "retries_due": hurried},
+    )
+    return ActionResult(domain=domain, affected=hurried, status="reset")
 
 
 async def set_domain_pace(

@@ -485,6 +485,22 @@ UPDATE domains SET min_delay = $2, max_delay = $3, max_in_flight = $4, backoff =
     updated_at = now()
 WHERE domain = $1
 
+-- name: reset_domain
+-- An operator's reset: the back-off factor and any wait (Retry-After, Crawl-delay) are forgotten,
+-- and the domain's waiting retries are due now; returns how many retries that brought forward.
+WITH domain AS (
+    -- crawl_delay too: the next result brings it again from robots.txt (capped)
+    UPDATE domains SET backoff = 1, next_allowed_at = now(), crawl_delay = NULL,
+        updated_at = now()
+    WHERE domain = $1
+    RETURNING domain
+), hurried AS (
+    UPDATE entries SET not_before = now(), updated_at = now()
+    WHERE domain = (SELECT domain FROM domain) AND state = 'waiting' AND not_before > now()
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM domain) AS found, (SELECT count(*) FROM hurried) AS hurried
+
 -- == schedules ================================================================================
 
 -- name: add_schedule

@@ -17,7 +17,7 @@ from services.scheduler.frontier import Admission, Candidate, image_candidates
 from services.scheduler.jobs import JobSources
 from services.scheduler.priority import job_boost
 from services.scheduler.proxies import record_proxy_outcome
-from services.scheduler.retry import retry_delay
+from services.scheduler.retry import capped_wait, retry_delay
 from services.scheduler.seen import JobLinks, SeenLinks
 from services.scheduler.store import Conn
 from shared.api_template import request_key
@@ -48,7 +48,12 @@ async def apply_fetch_result(
         entry = await store.results.lock_entry_for_fetch(conn, attempt.entry_id)
         if entry is None:
             return None
-        await _pace_domain(conn, entry["domain"], result)
+        source, _ = await job_sources.get(conn, attempt.job_id)
+        cap = source.pacing.max_retry_after
+        retry_after = capped_wait(result.retry_after, cap)
+        await _pace_domain(
+            conn, entry["domain"], result, retry_after, capped_wait(result.crawl_delay, cap)
+        )
         if result.payload_ref:
             await store.results.insert_payload(conn, result)
         # url_state is the URL's memory across jobs; API pages sharing a URL (POST bodies)
@@ -59,14 +64,13 @@ async def apply_fetch_result(
         if not current or entry["state"] != "dispatched":
             return Applied(attempt.job_id, terminal=False)  # stale: history only
 
-        source, _ = await job_sources.get(conn, attempt.job_id)
         retry_in: float | None = None
         if result.outcome in ("ok", "not_modified"):
             # Closed now if the parse result overtook this fetch result, else awaiting parse.
             state = "done" if entry["parsed"] else "fetched"
         else:
             retry_in = retry_delay(
-                result.outcome, entry["attempts"], source.retry, retry_after=result.retry_after
+                result.outcome, entry["attempts"], source.retry, retry_after=retry_after
             )
             if retry_in is None:
                 state = "failed" if result.outcome in _RETRYABLE else "done"
@@ -79,8 +83,15 @@ async def apply_fetch_result(
 _RETRYABLE = {"blocked", "server_error", "timeout", "network_error", "no_proxy"}
 
 
-async def _pace_domain(conn: Conn, domain: str, result: FetchResult) -> None:
-    """Free the in-flight slot and set when the domain may go next."""
+async def _pace_domain(
+    conn: Conn,
+    domain: str,
+    result: FetchResult,
+    retry_after: float | None,
+    crawl_delay: float | None,
+) -> None:
+    """Free the in-flight slot and set when the domain may go next (``retry_after`` and
+    ``crawl_delay``: the server's, already capped by the source)."""
     row = await store.results.lock_domain_pace(conn, domain)
     if row is None:
         return
@@ -93,9 +104,9 @@ async def _pace_domain(conn: Conn, domain: str, result: FetchResult) -> None:
         backoff = min(_MAX_BACKOFF, backoff * 2)
     elif result.outcome in ("ok", "not_modified"):
         backoff = max(1.0, backoff * 0.9)
-    crawl_delay = result.crawl_delay if result.crawl_delay is not None else row["crawl_delay"]
+    crawl_delay = crawl_delay if crawl_delay is not None else row["crawl_delay"]
     delay = random.uniform(row["min_delay"], row["max_delay"]) * backoff
-    delay = max(delay, crawl_delay or 0.0, result.retry_after or 0.0)
+    delay = max(delay, crawl_delay or 0.0, retry_after or 0.0)
     await store.results.pace_domain(
         conn, domain, backoff=backoff, crawl_delay=crawl_delay, delay=delay
     )

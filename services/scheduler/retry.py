@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 from schemas.outcomes import RETRYABLE_OUTCOMES
@@ -34,3 +35,15 @@ def retry_delay(
     if retry_after is not None and retry_after > delay:
         delay = retry_after
     return max(0.0, delay)
+
+
+def capped_wait(seconds: float | None, cap: float) -> float | None:
+    """A wait a server asks for (``Retry-After``, robots.txt ``Crawl-delay``), as far as we
+    obey it: at most ``cap`` (the source's ``pacing.max_retry_after``).
+
+    The value is the server's to choose: ``9999999999`` would park the domain for centuries and
+    ``10^20`` overflow the timestamp (issue 17). Infinity is the cap; NaN is ignored.
+    """
+    if seconds is None or math.isnan(seconds):
+        return None
+    return min(max(0.0, seconds), cap)

@@ -306,6 +306,43 @@ async def test_domains_pacing_and_why_not_fetched(api: Api) -> None:
     assert {w["reason"] for w in why} == {"job is paused"}
 
 
+async def test_domains_reset_clears_a_parked_domain(api: Api, pool) -> None:
+    """A domain parked by a hostile Retry-After (year 2343, as before the cap) and a retry
+    waiting as long: the operator's reset makes both go now; pause and resume did not."""
+    await _start(api)
+    async with pool.acquire() as conn:
+        await conn.execute(
+            "UPDATE domains SET next_allowed_at = '2343-01-01', backoff = 16 WHERE domain = $1",
+            "127.0.0.2:9",
+        )
+        waiting = await conn.fetchval(
+            """UPDATE entries SET state = 'waiting', not_before = '2343-01-01'
+               WHERE id = (SELECT min(id) FROM entries WHERE domain = $1) RETURNING id""",
+            "127.0.0.2:9",
+        )
+    for action in ("pause", "resume"):
+        await api.call("POST", f"/api/domains/127.0.0.2:9/{action}")
+    status, d, _ = await api.call("GET", "/api/domains/127.0.0.2:9")
+    assert d["next_allowed_at"].startswith("2343") and d["backoff"] == 16
+
+    status, body, _ = await api.call("POST", "/api/domains/127.0.0.2:9/reset")
+    assert status == 200
+    assert body == {"domain": "127.0.0.2:9", "status": "reset", "retries_due": 1}
+    async with pool.acquire() as conn:
+        row = await conn.fetchrow(
+            "SELECT next_allowed_at <= now() AS due, backoff FROM domains WHERE domain = $1",
+            "127.0.0.2:9",
+        )
+        entry_due = await conn.fetchval(
+            "SELECT not_before <= now() FROM entries WHERE id = $1", waiting
+        )
+    assert (row["due"], row["backoff"], entry_due) == (True, 1, True)
+    status, _, _ = await api.call("POST", "/api/domains/unknown.example/reset")
+    assert status == 404
+    status, _, _ = await api.call("POST", "/api/domains/127.0.0.2:9/reset", token=READ)
+    assert status in (401, 403)
+
+
 # -- products -----------------------------------------------------------------------------------
 async def test_products_filters_and_history(api: Api, pool) -> None:
     async with pool.acquire() as conn:
@@ -359,6 +396,29 @@ async def test_proxies_never_show_credentials(api: Api) -> None:
     assert status == 204
     status, _, _ = await api.call("GET", f"/api/proxies/{pid}")
     assert status == 404
+
+
+async def test_proxies_at_forbidden_places_are_refused(api: Api) -> None:
+    """The API refuses a proxy the fetcher would have to refuse (issue 17, defect 8): the
+    metadata address in any spelling, our own Postgres/NATS/API ports even on the loopback
+    network this test deployment lists, and private networks it does not list."""
+    api_port = api.base.rpartition(":")[2]
+    refused = {
+        "http://169.254.169.254:80": "metadata",
+        "http://[::169.254.169.254]:3128": "metadata",
+        "http://metadata.google.internal:80": "metadata",
+        "http://u:s3cret@127.0.0.1:5432": "port 5432",
+        "http://127.0.0.1:4222": "port 4222",
+        f"http://127.0.0.1:{api_port}": f"port {api_port}",
+        "http://10.0.0.1:3128": "private",
+        "http://[fd00::1]:3128": "unique-local",
+    }
+    for url, reason in refused.items():
+        status, body, _ = await api.call("POST", "/api/proxies", json={"url": url})
+        assert status == 422, (url, body)
+        assert reason in body["detail"] and "s3cret" not in str(body), (url, body)
+    status, listed, _ = await api.call("GET", "/api/proxies")
+    assert listed == []
 
 
 # -- dlq ----------------------------------------------------------------------------------------

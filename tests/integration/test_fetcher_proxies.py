@@ -134,3 +134,51 @@ async def test_five_consecutive_failures_deactivate_a_proxy(shop, nc, namespace,
             ok = await f.fetch(work(page, proxies="optional", entry_id=9))
     assert shop.request_log == [] or all(r["path"] == "/" for r in shop.request_log)
     assert other["active"] and ok.outcome == "ok"
+
+
+async def test_a_proxy_at_a_forbidden_place_is_never_used(shop, nc, namespace, pool) -> None:
+    """Proxies written straight into the registry (past the API's check): one on the port of
+    this deployment's Postgres (a listener stands in for it), one at the metadata address, one
+    on a private network the deployment did not list. The fetcher drops all three: the work
+    finds no proxy, and nothing connects to the stand-in."""
+    from shared.settings import Settings
+    from tests.unit.fetcher.loopback import Listener
+
+    names = Names(namespace)
+    page = shop.base_urls[0] + "/"
+    async with Listener("127.0.0.1") as postgres, ForwardProxy() as good:
+        settings = Settings.from_env(
+            {
+                "TRAWL_NAMESPACE": namespace,
+                "DATABASE_URL": f"postgresql://root@127.0.0.1:{postgres.port}/trawl",
+                "TRAWL_PROXY_NETWORKS": "127.0.0.1/32",
+            }
+        )
+        async with fetcher(nc, namespace, settings) as f:
+            async with pool.acquire() as conn:
+                for url in (
+                    f"http://127.0.0.1:{postgres.port}",
+                    "http://169.254.169.254:80",
+                    "http://10.0.0.1:3128",
+                ):
+                    await add_proxy(conn, nc.jetstream(), names, url)
+            # The list is applied whole: once the good one is in, the others were judged.
+            async with pool.acquire() as conn:
+                row = await add_proxy(conn, nc.jetstream(), names, good.url)
+
+            async def judged() -> bool:
+                return [p.id for p in f.proxies.proxies] == [str(row["id"])]
+
+            await eventually(judged, timeout=5, what="the fetcher to keep only the good proxy")
+            async with pool.acquire() as conn:
+                await conn.execute("DELETE FROM proxies WHERE id = $1", row["id"])
+                await publish_active_proxies(conn, nc.jetstream(), names)
+
+            async def emptied() -> bool:
+                return f.proxies.proxies == []
+
+            await eventually(emptied, timeout=5, what="the fetcher to drop the good proxy")
+            result = await f.fetch(work(page, proxies="required"))
+    assert result.outcome == "no_proxy"
+    assert postgres.connections == 0
+    assert good.requests == []

@@ -74,3 +74,46 @@ async def test_a_proxy_does_not_open_a_way_around_the_guard(nc, namespace, pool,
     assert [r.outcome for r in results] == ["unsafe_url"] * len(results)
     assert proxy.requests == []
     assert all(t.connections == 0 for t in targets.values())
+
+
+def _embedded_forms(port: int) -> dict[str, str]:
+    """IPv6 literals that carry a forbidden IPv4 address (127.0.0.3 is the live listener)."""
+    return {
+        "IPv4-compatible ::a.b.c.d": f"http://[::127.0.0.3]:{port}/",
+        "IPv4-compatible, hex": f"http://[::7f00:3]:{port}/",
+        "IPv4-compatible metadata": "http://[::169.254.169.254]/latest/meta-data/",
+        "IPv4-mapped": f"http://[::ffff:127.0.0.3]:{port}/",
+        "NAT64 64:ff9b::/96": f"http://[64:ff9b::7f00:3]:{port}/",
+        "NAT64 metadata": "http://[64:ff9b::a9fe:a9fe]/",
+        "local-use NAT64 64:ff9b:1::/48": f"http://[64:ff9b:1::a00:1]:{port}/",
+        "6to4 2002::/16": f"http://[2002:7f00:3::1]:{port}/",
+        "6to4 private": "http://[2002:c0a8:101::1]/",
+        "Teredo server 2001::/32": "http://[2001:0:a00:1::f5ff:fffe]/",
+        "Teredo client": f"http://[2001:0:808:808::80ff:fffc]:{port}/",  # client ~ = 127.0.0.3
+    }
+
+
+async def test_ipv6_forms_of_private_ipv4_are_refused(nc, namespace, targets) -> None:
+    """Each form as the URL of work (a seed or a discovered link: the fetcher sees them
+    alike), behind a redirect and behind two: the outcome is ``unsafe_url`` naming the
+    embedded IPv4 address, not a network error."""
+    port = targets["127.0.0.3"].port
+    forms = _embedded_forms(port)
+    async with serve(_redirector, "127.0.0.2") as base, fetcher(nc, namespace) as f:
+        outcomes = {}
+        for i, (name, url) in enumerate(forms.items()):
+            for how, start in (
+                ("seed or link", url),
+                ("redirect", f"{base}/to?url={url}"),
+                ("second redirect", f"{base}/twice?url={url}"),
+            ):
+                result = await f.fetch(work(start, entry_id=200 + i, robots=True))
+                outcomes[(name, how)] = (result.outcome, result.error)
+    wrong = {k: v for k, v in outcomes.items() if v[0] != "unsafe_url"}
+    assert not wrong, wrong
+    assert len(outcomes) == 3 * len(forms)
+    errors = {name: outcomes[(name, "seed or link")][1] or "" for name in forms}
+    for name in ("IPv4-compatible ::a.b.c.d", "IPv4-compatible, hex", "NAT64 64:ff9b::/96"):
+        assert "127.0.0.3, which is loopback" in errors[name], errors[name]
+    assert "cloud metadata" in errors["IPv4-compatible metadata"]
+    assert targets["127.0.0.3"].connections == 0

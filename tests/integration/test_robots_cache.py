@@ -262,3 +262,51 @@ async def test_awkward_hosts_make_valid_keys(kv: KeyValue) -> None:
         "http://under_score.example/robots.txt",
         "http://127.0.0.2:8801/robots.txt",
     }
+
+
+async def test_a_giant_robots_txt_is_cut_at_500_kib_not_ignored(nc, namespace) -> None:
+    """A 10 MB robots.txt, live: the rules in its first 500 KiB hold (RFC 9309 §2.5), those
+    after the cut are ignored, and its size never turns it into "allow everything"."""
+    from aiohttp import web
+
+    from tests.unit.fetcher.loopback import fetcher, serve, work
+
+    head = b"User-agent: *\nDisallow: /private\n"
+    padding = b"# " + b"x" * 97 + b"\n"
+    giant = head + padding * (10 * 1024 * 1024 // len(padding)) + b"Disallow: /late\n"
+
+    async def site(request: web.BaseRequest) -> web.StreamResponse:
+        if request.path == "/robots.txt":
+            resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
+            await resp.prepare(request)  # chunked: no Content-Length to refuse it by
+            for i in range(0, len(giant), 256 * 1024):
+                await resp.write(giant[i : i + 256 * 1024])
+            await resp.write_eof()
+            return resp
+        return web.Response(text="<html>page</html>", content_type="text/html")
+
+    async with serve(site, "127.0.0.2") as base, fetcher(nc, namespace) as f:
+        results = {
+            path: await f.fetch(work(f"{base}{path}", entry_id=i, robots=True))
+            for i, path in enumerate(("/private/x", "/late", "/"))
+        }
+    outcomes = {path: r.outcome for path, r in results.items()}
+    assert outcomes == {"/private/x": "robots_disallowed", "/late": "ok", "/": "ok"}
+
+
+async def test_a_robots_txt_declared_too_large_still_counts(nc, namespace) -> None:
+    """The same with a Content-Length over the cap: read up to 500 KiB, not refused."""
+    from aiohttp import web
+
+    from tests.unit.fetcher.loopback import fetcher, serve, work
+
+    body = b"User-agent: *\nDisallow: /\n" + b"#" * (600 * 1024)
+
+    async def site(request: web.BaseRequest) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(body=body, content_type="text/plain")
+        return web.Response(text="<html>page</html>", content_type="text/html")
+
+    async with serve(site, "127.0.0.2") as base, fetcher(nc, namespace) as f:
+        result = await f.fetch(work(f"{base}/", robots=True))
+    assert result.outcome == "robots_disallowed"

@@ -6,9 +6,9 @@ import pytest
 
 from control.supervisor import chromium_installed, parse_scale
 from schemas.outcomes import classify_status
-from schemas.source import RetryPolicy
+from schemas.source import Pacing, RetryPolicy
 from services.scheduler.priority import base_priority, job_boost, rank
-from services.scheduler.retry import retry_delay
+from services.scheduler.retry import capped_wait, retry_delay
 
 
 @pytest.mark.parametrize(
@@ -86,3 +86,23 @@ def test_scale_parsing() -> None:
         parse_scale("crawler=2")
     with pytest.raises(ValueError, match="whole number"):
         parse_scale("fetcher=many")
+
+
+@pytest.mark.parametrize(
+    ("header", "obeyed"),
+    [
+        (None, None),
+        (2.0, 2.0),
+        (9999999999.0, 3600.0),  # year 2343: capped at the default hour
+        (1e20, 3600.0),  # overflowed the timestamp before the cap
+        (float("inf"), 3600.0),  # 400 digits read as a float
+        (float("nan"), None),
+        (-5.0, 0.0),
+    ],
+)
+def test_retry_after_is_capped_by_the_source(header: float | None, obeyed: float | None) -> None:
+    assert Pacing().max_retry_after == 3600.0
+    assert capped_wait(header, Pacing().max_retry_after) == obeyed
+    policy = RetryPolicy(max_retries=3, base_delay=1, jitter=0)
+    delay = retry_delay("server_error", 1, policy, retry_after=obeyed)
+    assert delay is not None and delay <= 3600.0

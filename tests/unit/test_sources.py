@@ -216,6 +216,10 @@ def test_allow_private_true() -> None:
             "demo.yaml:3: pacing.max_in_flight: 0 must be ≥ 1",
         ),
         (
+            "name: a\nseeds: [http://a.test]\npacing: {max_retry_after: 999999999}\n",
+            "demo.yaml:3: pacing.max_retry_after: 999999999.0 must be in 0..604800",
+        ),
+        (
             "name: a\nseeds: [http://a.test]\nretry:\n  max_retries: 50\n",
             "demo.yaml:4: retry.max_retries: 50 must be in 0..20",
         ),

@@ -50,3 +50,11 @@ async def set_pace(
 ) -> None:
     """Set the domain's pace and reset its back-off factor."""
     await conn.execute(Q.set_domain_pace, domain, min_delay, max_delay, max_in_flight)
+
+
+async def reset(conn: Conn, domain: str) -> int | None:
+    """Forget the domain's back-off and waits; the number of waiting retries made due now, or
+    ``None`` when the domain is not known."""
+    row = await conn.fetchrow(Q.reset_domain, domain)
+    assert row is not None  # the aggregate query always returns its row
+    return int(row["hurried"]) if row["found"] else None

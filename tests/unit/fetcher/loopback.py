@@ -137,6 +137,7 @@ def work(
 @asynccontextmanager
 async def fetcher(nc: Any, namespace: str, settings: Any = None) -> AsyncIterator[Any]:
     """An in-process Fetcher on a provisioned namespace, with its proxy watcher running."""
+    from services.fetcher.guard import ProxyRules
     from services.fetcher.proxies import ProxyPool
     from services.fetcher.service import Fetcher
     from shared.names import Names
@@ -148,15 +149,19 @@ async def fetcher(nc: Any, namespace: str, settings: Any = None) -> AsyncIterato
     js = nc.jetstream()
     await provision(js, names)
     stop = asyncio.Event()
+    # The test proxies listen on 127.0.0.1: the deployment setting that admits them.
+    settings = settings or Settings.from_env(
+        {"TRAWL_NAMESPACE": namespace, "TRAWL_PROXY_NETWORKS": "127.0.0.1/32"}
+    )
     rt = Runtime(
         "fetcher",
-        settings or Settings.from_env({"TRAWL_NAMESPACE": namespace}),
+        settings,
         names,
         nc,
         js,
         stop,
     )
-    proxies = await ProxyPool.open(js, names.proxies_bucket)
+    proxies = await ProxyPool.open(js, names.proxies_bucket, ProxyRules.from_settings(settings))
     watcher = asyncio.create_task(proxies.run(stop), name="proxy-watch")
     f = Fetcher(rt, proxies)
     try:

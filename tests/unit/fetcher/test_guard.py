@@ -15,8 +15,11 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from services.fetcher.guard import (
     Allowlist,
     GuardedResolver,
+    ProxyRules,
     UnsafeURL,
     check_ip,
+    check_proxy,
+    check_proxy_resolved,
     check_target,
     check_url,
     guard_trace_config,
@@ -85,6 +88,21 @@ class FakeResolver(AbstractResolver):
         ("::ffff:127.0.0.1", "loopback"),
         ("2002:0a00:0001::1", "10.0.0.1, which is private"),  # 6to4
         ("64:ff9b::7f00:1", "loopback"),  # NAT64
+        # IPv4-compatible (::/96): Python calls these global, the guard reads the IPv4 inside.
+        ("::127.0.0.1", "127.0.0.1, which is loopback"),
+        ("::7f00:3", "127.0.0.3, which is loopback"),
+        ("::169.254.169.254", "169.254.169.254, which is a cloud metadata endpoint"),
+        ("::10.0.0.1", "10.0.0.1, which is private"),
+        ("::8.8.8.8", "IPv4-compatible"),  # deprecated even when public
+        ("64:ff9b::a9fe:a9fe", "169.254.169.254, which is a cloud metadata endpoint"),
+        ("64:ff9b:1::a00:1", "10.0.0.1, which is private"),  # local-use NAT64
+        ("64:ff9b:1::808:808", "local-use NAT64"),
+        ("2002:a9fe:a9fe::", "169.254.169.254, which is a cloud metadata endpoint"),
+        ("2002:c0a8:101::1", "192.168.1.1, which is private"),
+        # Teredo: 2001:0:SERVER:flags:port:~CLIENT; either embedded address counts.
+        ("2001:0:a00:1::f5ff:fffe", "10.0.0.1, which is private"),  # server 10.0.0.1
+        ("2001:0:808:808::80ff:fffe", "127.0.0.1, which is loopback"),  # client ~7f000001
+        ("2001:0:808:808::f7f7:f7f7", "Teredo"),  # both public: still not a place to fetch
     ],
 )
 def test_forbidden_addresses(ip: str, reason: str) -> None:
@@ -94,7 +112,18 @@ def test_forbidden_addresses(ip: str, reason: str) -> None:
     assert str(err.value).startswith(f"{ipaddress.ip_address(ip)} is ")
 
 
-@pytest.mark.parametrize("ip", ["93.184.216.34", "8.8.8.8", "2606:4700::6810:85e5", "172.32.0.1"])
+@pytest.mark.parametrize(
+    "ip",
+    [
+        "93.184.216.34",
+        "8.8.8.8",
+        "2606:4700::6810:85e5",
+        "172.32.0.1",
+        "::ffff:8.8.8.8",  # the translated forms of a public address are as public as it is
+        "64:ff9b::808:808",
+        "2002:808:808::1",
+    ],
+)
 def test_public_addresses_pass(ip: str) -> None:
     check_ip(ip, NONE)
 
@@ -341,3 +370,85 @@ async def test_redirect_to_forbidden_literal_is_refused(servers: dict[str, _Serv
     finally:
         await runner.cleanup()
     assert servers["127.0.0.3"].connections == 0
+
+
+# -- proxies -----------------------------------------------------------------------------------
+LAB = ProxyRules(["10.9.0.0/16", "127.0.0.1/32"], service_ports=[8686])
+
+
+@pytest.mark.parametrize(
+    ("url", "reason"),
+    [
+        ("http://169.254.169.254:80", "metadata"),
+        ("http://[::169.254.169.254]:3128", "metadata"),
+        ("http://[::ffff:a9fe:a9fe]:3128", "metadata"),
+        ("http://metadata.google.internal:80", "metadata"),
+        ("http://127.0.0.1:5432", "port 5432"),  # our Postgres, on an allowed network
+        ("http://127.0.0.1:4222", "port 4222"),  # NATS
+        ("http://127.0.0.1:8686", "port 8686"),  # the API, from the settings
+        ("http://u:pw@localhost:6432", "port 6432"),  # by name too: pgbouncer
+        ("http://127.0.0.2:3128", "loopback"),  # loopback, but not the listed /32
+        ("http://10.8.0.1:3128", "private"),
+        ("http://[::127.0.0.2]:3128", "127.0.0.2, which is loopback"),
+        ("http://[fd00::1]:3128", "unique-local"),
+        ("ftp://1.2.3.4:21", "http(s)"),
+    ],
+)
+def test_proxies_at_forbidden_places_are_refused(url: str, reason: str) -> None:
+    with pytest.raises(UnsafeURL) as err:
+        check_proxy(url, LAB)
+    assert reason in err.value.reason
+    assert "pw" not in err.value.reason
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://u:pw@10.9.3.4:3128",  # the deployment's listed network
+        "http://127.0.0.1:3128",
+        "http://8.8.8.8:8080",
+        "https://proxy.example.com:443",  # names: their address is checked at connect
+    ],
+)
+def test_proxies_at_public_or_listed_places_pass(url: str) -> None:
+    check_proxy(url, LAB)
+
+
+def test_proxy_rules_take_the_ports_of_this_deployment() -> None:
+    from shared.settings import Settings
+
+    settings = Settings.from_env(
+        {
+            "NATS_URL": "nats://127.0.0.1:14222",
+            "DATABASE_URL": "postgresql://root@127.0.0.1:15432/trawl",
+            "TRAWL_API_LISTEN": "127.0.0.1:18686",
+            "TRAWL_PROXY_NETWORKS": "10.0.0.0/8, 127.0.0.1",
+        }
+    )
+    rules = ProxyRules.from_settings(settings)
+    assert {14222, 15432, 18686, 5432, 4222} <= rules.service_ports
+    assert rules.allow.allows(ipaddress.ip_address("10.1.1.1"))
+    assert not rules.allow.allows(ipaddress.ip_address("127.0.0.2"))
+
+
+async def test_a_proxy_name_is_judged_by_its_addresses_at_registration() -> None:
+    names = FakeResolver(
+        {
+            "proxy.lab": ["10.9.1.1"],
+            "proxy.office": ["10.8.1.1"],
+            "proxy.mixed": ["8.8.8.8", "169.254.169.254"],
+            "proxy.example": ["8.8.8.8"],
+        }
+    )
+    await check_proxy_resolved("http://proxy.lab:3128", LAB, names)
+    await check_proxy_resolved("http://proxy.example:3128", LAB, names)
+    await check_proxy_resolved("http://unknown.invalid:3128", LAB, names)  # connect decides
+    for host, reason in (
+        ("proxy.office", "proxy.office resolves to 10.8.1.1, which is private"),
+        ("proxy.mixed", "cloud metadata"),  # any address, not just the first
+    ):
+        with pytest.raises(UnsafeURL) as err:
+            await check_proxy_resolved(f"http://u:pw@{host}:3128", LAB, names)
+        assert reason in err.value.reason and "pw" not in err.value.reason
+    with pytest.raises(UnsafeURL, match="loopback"):  # the system resolver: /etc/hosts
+        await check_proxy_resolved("http://localhost:3128", ProxyRules())
