@@ -14,14 +14,16 @@ import aiohttp
 from yarl import URL
 
 from schemas.messages import FetchPolicy, FetchResult, FetchWork
+from services.fetcher.browser import Trust
 from services.fetcher.guard import Allowlist, GuardedResolver, UnsafeURL, check_target
-from services.fetcher.http import Response, request
-from services.fetcher.identity import identity_for, image_headers
+from services.fetcher.http import PlainTransport, Response, Transport, request
+from services.fetcher.identity import PLAIN_ENCODING, identity_for, image_headers, with_referrer
 from services.fetcher.pacing import HostGuard, InFlight, jittered, wait_until
 from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.robots import RobotsCache
 from services.fetcher.secrets import MissingSecret
 from services.fetcher.secrets import expand as expand_secrets
+from services.fetcher.sessions import Sessions
 from shared.bus import send
 from shared.channels import FETCH_RESULTS, FETCH_WORK
 from shared.consumer import Delivery
@@ -95,6 +97,7 @@ class Fetcher:
         self.inflight: InFlight[FetchResult] = InFlight()
         self.proxies = proxies or ProxyPool()
         self._sessions: dict[tuple[str, ...], aiohttp.ClientSession] = {}
+        self.browsers = Sessions()
         self._resolvers: dict[tuple[str, ...], GuardedResolver] = {}
         self._robots: dict[tuple[str, ...], RobotsCache] = {}
         self._deliveries: dict[int, tuple[Delivery[FetchWork], float]] = {}
@@ -300,6 +303,20 @@ class Fetcher:
         headers = dict(identity.headers)
         if work.attempt.kind == "image":
             headers = image_headers(headers)
+        # A discovered page (or a page's image) carries the page that linked it.
+        headers = with_referrer(headers, work.attempt.url, work.attempt.referrer)
+        transport: Transport
+        if policy.client == "plain" or identity.tls is None:
+            transport = PlainTransport(session)
+            headers["Accept-Encoding"] = PLAIN_ENCODING
+        else:
+            transport = self.browsers.get(
+                (*self._policy_key(policy), str(work.attempt.job_id), work.domain),
+                identity,
+                proxy,
+                self._resolvers[self._policy_key(policy)],
+                Trust(policy.ca_file),
+            )
         if work.etag:
             headers["If-None-Match"] = work.etag
         if work.last_modified:
@@ -311,7 +328,7 @@ class Fetcher:
             return self._result(work, Response("rejected", work.attempt.url, error=str(exc)))
         started = time.time()
         resp = await request(
-            session,
+            transport,
             work.attempt.url,
             headers=headers,
             allow=allow,

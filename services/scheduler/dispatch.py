@@ -64,6 +64,8 @@ def fetch_policy(source: Source) -> FetchPolicy:
         max_in_flight=max_in_flight,
         timeout=source.timeout,
         max_bytes=source.max_bytes,
+        client=source.client,
+        ca_file=source.tls.ca_file,
     )
 
 
