@@ -215,7 +215,7 @@ async def test_br_and_zstd_bodies_decode_under_the_cap(nc, namespace, certs) -> 
                 p: await f.store.get(r.payload_ref) for p, r in results.items() if r.payload_ref
             }
     offered = {r.header("accept-encoding") for r in server.requests}
-    assert offered == {next(iter(offered))} and "br" in offered.pop()
+    assert len(offered) == 1 and "br" in (offered.pop() or "")
     for path in ("/br/50000", "/zstd/50000"):
         assert results[path].outcome == "ok", results[path].error
         assert bodies[path] == b"<html>" + b"x" * 50000 + b"</html>"

@@ -160,7 +160,9 @@ class _H2Frames:
                     block = block[1 : len(block) - payload[0]]
                 if flags & 0x20:  # PRIORITY
                     block = block[5:]
-                names = [name for name, _ in self._decoder.decode(block)]
+                names = [
+                    n if isinstance(n, str) else n.decode() for n, _ in self._decoder.decode(block)
+                ]
                 self.pseudo = ",".join(n[1] for n in names if n.startswith(":"))
 
     def fingerprint(self) -> str:
