@@ -146,6 +146,7 @@ class Dispatcher:
                         keyword=r["keyword"],
                         request=request,
                         previous_payload_ref=previous,
+                        referrer=r["referrer"],
                     )
                     work = FetchWork(
                         attempt=attempt,
