@@ -73,11 +73,12 @@ _PLATFORMS = {
 }
 
 
-def emulation(identity: Identity) -> wreq.Emulation:
+def emulation(identity: Identity, *, headers: bool = False) -> wreq.Emulation:
     """The library profile behind ``identity`` (its ``tls`` field, e.g. ``chrome154/windows``).
 
-    Headers are off: ``identity.headers`` are the ones sent, so they match the profile by
-    construction (a unit test compares them with the library's own defaults).
+    The library's headers are off: ``identity.headers`` are the ones sent, so they can carry the
+    locale, Referer and Sec-Fetch-* of each request. A test checks they equal the library's own
+    defaults for the profile (``headers=True``).
     """
     name, _, platform = (identity.tls or "").partition("/")
     profile = getattr(wreq.Profile, name[:1].upper() + name[1:], None) if name else None
@@ -86,7 +87,7 @@ def emulation(identity: Identity) -> wreq.Emulation:
     return wreq.Emulation(
         profile=profile,
         platform=_PLATFORMS.get(platform, wreq.Platform.Windows),
-        headers=False,
+        headers=headers,
     )
 
 

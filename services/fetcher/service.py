@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import ssl
 import time
 from collections.abc import Coroutine
 from typing import Any
@@ -112,11 +113,17 @@ class Fetcher:
     def _session(self, policy: FetchPolicy) -> tuple[aiohttp.ClientSession, Allowlist]:
         key = self._policy_key(policy)
         allow = Allowlist.from_policy(True if "*" in key else list(key))
-        session = self._sessions.get(key)
+        # A source's CA bundle is its own trust: a session of its own (plain mode, robots.txt).
+        session_key = (*key, f"ca={policy.ca_file or ''}")
+        session = self._sessions.get(session_key)
         if session is None:
-            resolver = self._resolvers[key] = GuardedResolver(allow)
+            resolver = self._resolvers.get(key)
+            if resolver is None:
+                resolver = self._resolvers[key] = GuardedResolver(allow)
+            # The default context reads SSL_CERT_FILE, as OpenSSL does.
+            trust = ssl.create_default_context(cafile=policy.ca_file) if policy.ca_file else True
             connector = aiohttp.TCPConnector(
-                resolver=resolver, limit=0, limit_per_host=0, ttl_dns_cache=60
+                resolver=resolver, limit=0, limit_per_host=0, ttl_dns_cache=60, ssl=trust
             )
             session = aiohttp.ClientSession(
                 connector=connector,
@@ -125,7 +132,7 @@ class Fetcher:
                 max_line_size=16 * 1024,
                 max_field_size=16 * 1024,
             )
-            self._sessions[key] = session
+            self._sessions[session_key] = session
         return session, allow
 
     async def _robots_for(self, policy: FetchPolicy) -> RobotsCache:

@@ -11,14 +11,17 @@ from pathlib import Path
 import brotli
 import msgspec
 import pytest
+import wreq
+from aiohttp import web
 from backports import zstd
 
 from demo.faults import Faults
 from demo.shop import DemoShop
 from schemas.messages import FetchWork
-from services.fetcher.identity import identity_for
+from services.fetcher.browser import emulation
+from services.fetcher.identity import PROFILES, Identity, identity_for
 from tests.support.capture import CaptureServer, Reply, Request, make_ca
-from tests.unit.fetcher.loopback import fetcher, work
+from tests.unit.fetcher.loopback import fetcher, serve, work
 
 MB = 1024 * 1024
 
@@ -238,3 +241,37 @@ async def test_certificates_are_verified_against_the_trust_given(
     assert untrusted.outcome == "network_error", untrusted
     assert per_source.outcome == "ok", per_source.error
     assert from_env.outcome == "ok", from_env.error
+
+
+async def test_plain_mode_is_an_honest_python_client(nc, namespace, certs) -> None:
+    ca, cert, key = certs
+    with CaptureServer(cert, key, _pages) as server:
+        url = f"https://localhost:{server.port}/"
+        async with fetcher(nc, namespace) as f:
+            result = await f.fetch(work(url, allow_private=LOCAL, ca_file=ca, client="plain"))
+    assert result.outcome == "ok", result.error
+    [connection] = server.connections
+    assert connection.alpn in (None, "http/1.1") and connection.ja4 != REFERENCE["ja4"]
+    [request] = connection.requests
+    assert request.header("accept-encoding") == "gzip, deflate"  # only what aiohttp decodes
+
+
+@pytest.mark.parametrize("profile", PROFILES, ids=lambda p: p.id)
+async def test_identity_headers_are_the_librarys_own(profile) -> None:
+    """Our header sets equal what the transport library sends for the same profile, so a
+    library upgrade that moves a browser's headers fails here rather than on a site."""
+    seen: list[list[tuple[str, str]]] = []
+
+    async def record(request: web.BaseRequest) -> web.Response:
+        seen.append([(k.decode().lower(), v.decode()) for k, v in request.raw_headers])
+        return web.Response(text="ok")
+
+    library = emulation(Identity(id=profile.id, headers={}, tls=profile.tls), headers=True)
+    client = wreq.Client(emulation=library, no_proxy=True)
+    ours = next(
+        i for g in range(len(PROFILES)) if (i := identity_for("s", generation=g)).id == profile.id
+    )
+    async with serve(record) as base, await client.get(base + "/"):
+        pass
+    theirs = [(k, v) for k, v in seen[0] if k != "host"]
+    assert theirs == [(k.lower(), v) for k, v in ours.headers.items()]
