@@ -110,7 +110,7 @@ class Response:
     url: str
     status: int | None = None
     headers: CIMultiDict[str] = field(default_factory=CIMultiDict)  # case-insensitive
-    body: bytes | None = None
+    body: bytes | bytearray | None = None  # a bytearray when read here: filled in place
     error: str | None = None
     elapsed_ms: float = 0.0
     retry_after: float | None = None
@@ -245,15 +245,14 @@ async def _read(resp: Answer, url: str, max_bytes: int, accept_types: list[str] 
     if declared is not None and declared > max_bytes:
         out.outcome, out.error = "rejected", f"body of {declared} bytes exceeds {max_bytes}"
         return out
-    # Counted after decompression, so a gzip (br, zstd) bomb stops at the cap too. The chunks
-    # are joined once, at the end: the body is copied into one bytes object and no more.
-    chunks: list[bytes | memoryview] = []
-    size = 0
+    # Counted after decompression, so a gzip (br, zstd) bomb stops at the cap too. Each chunk
+    # is copied once, into one buffer that becomes the body: never a list of chunks and their
+    # join in memory at the same time (the body was held twice).
+    body = bytearray()
     async for chunk in resp.chunks():
-        size += len(chunk)
-        if size > max_bytes:
+        if len(body) + len(chunk) > max_bytes:
             out.outcome, out.error = "rejected", f"body exceeds {max_bytes} bytes"
             return out
-        chunks.append(chunk)
-    out.body = bytes(chunks[0]) if len(chunks) == 1 else b"".join(chunks)
+        body += chunk
+    out.body = body
     return out

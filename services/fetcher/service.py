@@ -186,7 +186,7 @@ class Fetcher:
         )
         if resp.status is None:
             return None, b""
-        return resp.status, resp.body or b""
+        return resp.status, bytes(resp.body or b"")
 
     async def close(self) -> None:
         for session in self._sessions.values():
