@@ -147,9 +147,23 @@ class BrowserSession:
     proxy: Proxy | None
     resolver: GuardedResolver
     trust: Trust = Trust()
+    key: tuple[str, ...] = ()  # the Sessions key: names the session's cookies in the KV store
     jar: wreq.Jar = field(default_factory=wreq.Jar)
     _clients: dict[str, _Pinned] = field(default_factory=dict)
     last_used: float = field(default_factory=time.monotonic)
+    restored: bool = False  # the saved cookies were loaded (cookies.CookieStore)
+    cookies_set: bool = False  # a response set cookies since the last save
+    _scheme: str = "https"
+    _host: str = ""  # the session's domain: where its host-only cookies belong
+
+    def cookie_lines(self) -> list[tuple[str, str]]:
+        """The jar as (URL, Set-Cookie line) pairs, for ``Jar.add`` on another replica; also
+        clears ``cookies_set``. A host-only cookie belongs to the session's domain."""
+        self.cookies_set = False
+        return [
+            (f"{self._scheme}://{c.domain or self._host}{c.path or '/'}", str(c))
+            for c in self.jar.get_all()
+        ]
 
     def _client(self, addresses: frozenset[IPAddress], host: str | None) -> wreq.Client:
         options: dict[str, Any] = {
@@ -212,6 +226,8 @@ class BrowserSession:
     ) -> AsyncIterator[_WreqAnswer]:
         """``proxy`` is the session's own (``http.py`` passes it along for the aiohttp path)."""
         pinned = await self._pinned(url)
+        if not self._host:
+            self._scheme, self._host = url.scheme, url.raw_host or ""
         kwargs: dict[str, Any] = {"headers": headers, "orig_headers": list(headers)}
         if body is not None:
             kwargs["body"] = body
@@ -220,6 +236,8 @@ class BrowserSession:
         except _WREQ_ERRORS as exc:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
         answer = _WreqAnswer(resp)
+        if "Set-Cookie" in answer.headers:
+            self.cookies_set = True
         try:
             if self.proxy is None:
                 _check_connected(resp, pinned.addresses)

@@ -15,7 +15,8 @@ import aiohttp
 from yarl import URL
 
 from schemas.messages import FetchPolicy, FetchResult, FetchWork
-from services.fetcher.browser import Trust
+from services.fetcher.browser import BrowserSession, Trust
+from services.fetcher.cookies import CookieStore
 from services.fetcher.guard import Allowlist, GuardedResolver, UnsafeURL, check_target
 from services.fetcher.http import PlainTransport, Response, Transport, request
 from services.fetcher.identity import PLAIN_ENCODING, identity_for, image_headers, with_referrer
@@ -99,6 +100,7 @@ class Fetcher:
         self.proxies = proxies or ProxyPool()
         self._sessions: dict[tuple[str, ...], aiohttp.ClientSession] = {}
         self.browsers = Sessions()
+        self._cookie_store: CookieStore | None = None
         self._resolvers: dict[tuple[str, ...], GuardedResolver] = {}
         self._robots: dict[tuple[str, ...], RobotsCache] = {}
         self._deliveries: dict[int, tuple[Delivery[FetchWork], float]] = {}
@@ -134,6 +136,11 @@ class Fetcher:
             )
             self._sessions[session_key] = session
         return session, allow
+
+    async def _cookies(self) -> CookieStore:
+        if self._cookie_store is None:
+            self._cookie_store = await CookieStore.open(self.rt.js, self.rt.names.cookies_bucket)
+        return self._cookie_store
 
     async def _robots_for(self, policy: FetchPolicy) -> RobotsCache:
         key = (*self._policy_key(policy), f"proxies={policy.proxies}")
@@ -313,17 +320,21 @@ class Fetcher:
         # A discovered page (or a page's image) carries the page that linked it.
         headers = with_referrer(headers, work.attempt.url, work.attempt.referrer)
         transport: Transport
+        browser: BrowserSession | None = None
         if policy.client == "plain" or identity.tls is None:
             transport = PlainTransport(session)
             headers["Accept-Encoding"] = PLAIN_ENCODING
         else:
-            transport = self.browsers.get(
+            browser = transport = self.browsers.get(
                 (*self._policy_key(policy), str(work.attempt.job_id), work.domain),
                 identity,
                 proxy,
                 self._resolvers[self._policy_key(policy)],
                 Trust(policy.ca_file),
             )
+            if not browser.restored:
+                browser.restored = True
+                await (await self._cookies()).restore(browser)
         if work.etag:
             headers["If-None-Match"] = work.etag
         if work.last_modified:
@@ -348,6 +359,8 @@ class Fetcher:
             method=method,
             body=body,
         )
+        if browser is not None and browser.cookies_set:
+            await (await self._cookies()).save(browser)
         if proxy is not None:
             self.counts.proxied.add()
             resp.error = proxy.redact(resp.error)

@@ -44,7 +44,7 @@ class Sessions:
         if session is not None and now - session.last_used < self.idle:
             self._sessions.move_to_end(key)
             return session
-        session = BrowserSession(identity, proxy, resolver, trust)
+        session = BrowserSession(identity, proxy, resolver, trust, key)
         self._sessions[key] = session
         self._sessions.move_to_end(key)
         while len(self._sessions) > self.max_sessions:

@@ -6,6 +6,7 @@ cookies come back, discovered pages carry their Referer, and br and zstd bodies 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import brotli
@@ -275,3 +276,27 @@ async def test_identity_headers_are_the_librarys_own(profile) -> None:
         pass
     theirs = [(k, v) for k, v in seen[0] if k != "host"]
     assert theirs == [(k.lower(), v) for k, v in ours.headers.items()]
+
+
+async def test_cookies_follow_the_session_to_another_replica_and_nowhere_else(
+    nc, namespace, certs, caplog: pytest.LogCaptureFixture
+) -> None:
+    ca, cert, key = certs
+    caplog.set_level(logging.DEBUG, logger="trawl")
+    with CaptureServer(cert, key, _pages) as server:
+        base = f"https://localhost:{server.port}"
+        async with fetcher(nc, namespace) as one, fetcher(nc, namespace) as two:
+            login = await one.fetch(work(base + "/login", allow_private=LOCAL, ca_file=ca))
+            later = await two.fetch(work(base + "/p/1", allow_private=LOCAL, ca_file=ca))
+            blocked = await two.fetch(
+                work(base + "/p/1", attempt=2, allow_private=LOCAL, ca_file=ca)
+            )
+    assert [r.outcome for r in (login, later, blocked)] == ["ok"] * 3
+    cookies = [r.header("cookie") for r in server.requests]
+    # The second replica continues the visit; the retry after a block is a new visitor.
+    assert cookies == [None, "__bm=visitor-7", None]
+    assert server.requests[0].connection != server.requests[1].connection
+    for result in (login, later, blocked):
+        assert b"visitor-7" not in msgspec.json.encode(result)
+    logged = [r for r in caplog.records if r.name.startswith("trawl")]
+    assert logged and not [r for r in logged if "visitor-7" in repr(vars(r))]
