@@ -189,7 +189,12 @@ class BrowserSession:
             dns = wreq.DnsOptions()
             dns.add_resolve(host, list(addresses))
             options["dns_options"] = dns
-        return wreq.Client(**options)
+        try:
+            return wreq.Client(**options)
+        except OSError as exc:  # the CA file cannot be read: say which setting
+            raise TransportError(f"TLS trust {self.trust.verify()}: {exc.strerror or exc}") from exc
+        except _WREQ_ERRORS as exc:
+            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
 
     async def _pinned(self, url: URL) -> _Pinned:
         """The client for ``url``'s host, pinned to addresses the guard accepted."""

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import ssl
 import time
 from collections.abc import Coroutine
@@ -282,6 +283,10 @@ class Fetcher:
                     "no_proxy", work.attempt.url, error="source requires a proxy; none is healthy"
                 ),
             )
+        if policy.ca_file and not os.access(policy.ca_file, os.R_OK):
+            # The source's configuration, not the site: retrying would not help.
+            error = f"tls.ca_file {policy.ca_file} cannot be read"
+            return self._result(work, Response("rejected", work.attempt.url, error=error))
         session, allow = self._session(policy)
         try:
             # Before robots: an unsafe host is unsafe, not disallowed.

@@ -44,3 +44,11 @@ async def test_a_connection_to_an_unchecked_address_is_dropped_before_the_body()
             async with session.open("GET", url, {}, None, None):
                 raise AssertionError("the body must not be reachable")
     await session.resolver.close()
+
+
+async def test_an_unreadable_ca_file_is_a_clear_error(nc, namespace, tmp_path) -> None:
+    async with serve(_page) as base, fetcher(nc, namespace) as f:
+        missing = str(tmp_path / "missing-ca.pem")
+        result = await f.fetch(work(f"https://{base.removeprefix('http://')}/", ca_file=missing))
+    assert result.outcome == "rejected"  # the source's setting: no retry would help
+    assert result.error is not None and "missing-ca.pem" in result.error
