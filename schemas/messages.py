@@ -108,6 +108,8 @@ class FetchPolicy(msgspec.Struct, kw_only=True, frozen=True):
         default_factory=lambda: ["text/html", "application/xhtml+xml"]
     )
     render: RenderPolicy | None = None  # set: the page is rendered by a browser
+    client: Literal["browser", "plain"] = "browser"  # plain: aiohttp, for sites you own
+    ca_file: str | None = None  # a CA bundle trusted instead of the system store
 
 
 class Attempt(msgspec.Struct, kw_only=True, frozen=True):
@@ -124,6 +126,8 @@ class Attempt(msgspec.Struct, kw_only=True, frozen=True):
     depth: int = 0
     keyword: str | None = None
     request: ApiRequest | None = None  # an API page: method, body and headers to send
+    # The page that linked this URL (its Referer); None: a seed, typed into the address bar.
+    referrer: str | None = None
     previous_payload_ref: str | None = None  # the last stored body: re-parsed on a 304
     # Set by replay, which re-applies stored pages outside any attempt: results are keyed by it.
     replay: str | None = None

@@ -161,6 +161,14 @@ class Api(_Model, frozen=True):
     embedded: str | None = None  # CSS selector of a JSON <script> in HTML pages (__NEXT_DATA__)
 
 
+class Tls(_Model, frozen=True):
+    """Whom the fetcher trusts for this source's certificates, besides nothing: ``ca_file`` (a
+    PEM bundle: a corporate TLS proxy, a test server) replaces the system store for it.
+    Verification itself is never turned off."""
+
+    ca_file: str | None = None
+
+
 class Source(_Model, frozen=True):
     name: str
     seeds: list[str] = []
@@ -176,6 +184,10 @@ class Source(_Model, frozen=True):
     proxies: Literal["none", "optional", "required"] = "none"
     locale: str = "en-US"
     user_agent: str | None = None
+    # "browser": TLS, HTTP/2 and headers of the claimed browser; "plain": Python's aiohttp,
+    # for sites you own (an honest client, no impersonation).
+    client: Literal["browser", "plain"] = "browser"
+    tls: Tls = msgspec.field(default_factory=Tls)
     refresh: Refresh = msgspec.field(default_factory=Refresh)
     timeout: float = 30.0
     max_bytes: int = 10 * 1024 * 1024

@@ -114,6 +114,11 @@ class Names:
         return f"{self.ns}_proxies"
 
     @property
+    def cookies_bucket(self) -> str:
+        """The fetchers' browser sessions' cookies, so a session keeps them on any replica."""
+        return f"{self.ns}_cookies"
+
+    @property
     def large_payload_bucket(self) -> str:
         return f"{self.ns}_payloads_large"
 

@@ -22,6 +22,9 @@ from shared.names import Names
 log = logging.getLogger("trawl.provision")
 
 DAY = 86400.0
+# A browser session's cookies outlive the session on a replica (15 min idle) by this much:
+# anti-bot cookies last minutes to hours; an older visitor is a new visitor anyway.
+COOKIE_TTL = 6 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -158,6 +161,7 @@ async def provision(js: JetStreamContext, names: Names, *, max_deliver: int = 5)
     await _ensure_kv(js, names.robots_bucket, ttl=DAY)
     await _ensure_kv(js, names.sources_bucket, ttl=0)
     await _ensure_kv(js, names.proxies_bucket, ttl=0)
+    await _ensure_kv(js, names.cookies_bucket, ttl=COOKIE_TTL)
     try:
         await js.object_store(names.large_payload_bucket)
     except nats.js.errors.BucketNotFoundError:
@@ -188,7 +192,8 @@ async def teardown(js: JetStreamContext, names: Names) -> None:
         assert config.name is not None  # stream_configs names every stream
         with contextlib.suppress(nats.js.errors.NotFoundError):
             await js.delete_stream(config.name)
-    for bucket in (names.robots_bucket, names.sources_bucket, names.proxies_bucket):
+    buckets = (names.robots_bucket, names.sources_bucket, names.proxies_bucket)
+    for bucket in (*buckets, names.cookies_bucket):
         with contextlib.suppress(nats.js.errors.NotFoundError):
             await js.delete_key_value(bucket)
     with contextlib.suppress(nats.js.errors.NotFoundError):

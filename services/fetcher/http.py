@@ -1,12 +1,20 @@
 """One guarded HTTP request: redirects followed by hand (every hop checked), caps on time,
-body size and decompressed size, and the outcome taxonomy applied."""
+body size and decompressed size, and the outcome taxonomy applied.
+
+The request goes through a ``Transport``: ``PlainTransport`` (aiohttp, for robots.txt and for
+sources in plain mode) or the browser session of ``services.fetcher.browser`` (TLS and HTTP/2
+of the claimed browser). The loop here does not care which: it checks each hop, follows
+redirects itself and counts the decompressed body against the cap as it streams in."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from typing import Protocol
 
 import aiohttp
 from multidict import CIMultiDict
@@ -26,13 +34,83 @@ REDIRECTS = (301, 302, 303, 307, 308)
 CHUNK = 64 * 1024
 
 
+class TransportError(Exception):
+    """A transport's own failure (connection, TLS, protocol): the request's network error."""
+
+
+class Answer(Protocol):
+    """A response whose body has not been read yet."""
+
+    status: int
+    headers: CIMultiDict[str]
+    content_length: int | None
+
+    def chunks(self) -> AsyncIterator[bytes | memoryview]:
+        """The decompressed body, as it arrives."""
+        ...
+
+
+class Transport(Protocol):
+    def open(
+        self,
+        method: str,
+        url: URL,
+        headers: dict[str, str],
+        body: bytes | None,
+        proxy: Proxy | None,
+    ) -> AbstractAsyncContextManager[Answer]:
+        """Send one request (no redirect following); the answer's body is read inside."""
+        ...
+
+
+class _AiohttpAnswer:
+    __slots__ = ("_resp", "content_length", "headers", "status")
+
+    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+        self._resp = resp
+        self.status = resp.status
+        self.headers = CIMultiDict(resp.headers)
+        self.content_length = resp.content_length
+
+    async def chunks(self) -> AsyncIterator[bytes | memoryview]:
+        async for chunk in self._resp.content.iter_chunked(CHUNK):
+            yield chunk
+
+
+class PlainTransport:
+    """aiohttp: Python's own TLS and HTTP/1.1. For robots.txt and for sites you own."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self.session = session
+
+    @asynccontextmanager
+    async def open(
+        self,
+        method: str,
+        url: URL,
+        headers: dict[str, str],
+        body: bytes | None,
+        proxy: Proxy | None,
+    ) -> AsyncIterator[Answer]:
+        async with self.session.request(
+            method,
+            url,
+            headers=headers,
+            data=body,
+            allow_redirects=False,
+            proxy=proxy.url if proxy else None,
+            proxy_headers=proxy.headers if proxy else None,
+        ) as resp:
+            yield _AiohttpAnswer(resp)
+
+
 @dataclass
 class Response:
     outcome: str
     url: str
     status: int | None = None
     headers: CIMultiDict[str] = field(default_factory=CIMultiDict)  # case-insensitive
-    body: bytes | None = None
+    body: bytes | bytearray | None = None  # a bytearray when read here: filled in place
     error: str | None = None
     elapsed_ms: float = 0.0
     retry_after: float | None = None
@@ -66,7 +144,7 @@ def parse_retry_after(value: str | None) -> float | None:
 
 
 async def request(
-    session: aiohttp.ClientSession,
+    transport: Transport | aiohttp.ClientSession,
     url: str,
     *,
     headers: dict[str, str],
@@ -86,11 +164,13 @@ async def request(
     (an API page); a redirect turns them into a GET as browsers do, except 307/308.
     ``truncate``: a body over ``max_bytes`` is cut there and kept (robots.txt, RFC 9309 §2.5)
     instead of rejected."""
+    if isinstance(transport, aiohttp.ClientSession):
+        transport = PlainTransport(transport)
     started = time.monotonic()
     try:
         async with asyncio.timeout(timeout):
             response = await _follow(
-                session,
+                transport,
                 url,
                 headers,
                 allow,
@@ -107,7 +187,7 @@ async def request(
         response = Response("timeout", url, error=f"no complete response within {timeout:g} s")
     except UnsafeURL as exc:
         response = Response("unsafe_url", url, error=str(exc))
-    except (aiohttp.ClientError, OSError, ValueError) as exc:
+    except (aiohttp.ClientError, OSError, ValueError, TransportError) as exc:
         unsafe = unsafe_cause(exc)
         if unsafe is not None:
             response = Response("unsafe_url", url, error=str(unsafe))
@@ -118,7 +198,7 @@ async def request(
 
 
 async def _follow(
-    session: aiohttp.ClientSession,
+    transport: Transport,
     url: str,
     headers: dict[str, str],
     allow: Allowlist,
@@ -136,15 +216,7 @@ async def _follow(
         check_target(target, allow)
         if proxy is not None and resolver is not None:
             await resolver.check_name(target.raw_host or "", target.port or 0)
-        async with session.request(
-            method,
-            target,
-            headers=headers,
-            data=body,
-            allow_redirects=False,
-            proxy=proxy.url if proxy else None,
-            proxy_headers=proxy.headers if proxy else None,
-        ) as resp:
+        async with transport.open(method, target, headers, body, proxy) as resp:
             if resp.status in REDIRECTS and resp.headers.get("Location"):
                 target = target.join(URL(resp.headers["Location"]))
                 if resp.status not in (307, 308) and method != "GET":
@@ -162,18 +234,17 @@ def accepts(accept_types: list[str], content_type: str) -> bool:
 
 
 async def _read(
-    resp: aiohttp.ClientResponse,
+    resp: Answer,
     url: str,
     max_bytes: int,
     accept_types: list[str] | None,
     truncate: bool = False,
 ) -> Response:
-    headers = CIMultiDict(resp.headers)
     out = Response(
         classify_status(resp.status),
         url,
         status=resp.status,
-        headers=headers,
+        headers=resp.headers,
         retry_after=parse_retry_after(resp.headers.get("Retry-After")),
     )
     if out.outcome != "ok":
@@ -185,17 +256,17 @@ async def _read(
     if declared is not None and declared > max_bytes and not truncate:
         out.outcome, out.error = "rejected", f"body of {declared} bytes exceeds {max_bytes}"
         return out
-    # Counted after decompression, so a gzip bomb stops at the cap too.
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in resp.content.iter_chunked(CHUNK):
-        size += len(chunk)
-        if size > max_bytes:
+    # Counted after decompression, so a gzip (br, zstd) bomb stops at the cap too. Each chunk
+    # is copied once, into one buffer that becomes the body: never a list of chunks and their
+    # join in memory at the same time (the body was held twice).
+    body = bytearray()
+    async for chunk in resp.chunks():
+        if len(body) + len(chunk) > max_bytes:
             if truncate:
-                chunks.append(chunk[: len(chunk) - (size - max_bytes)])
+                body += chunk[: max_bytes - len(body)]
                 break
             out.outcome, out.error = "rejected", f"body exceeds {max_bytes} bytes"
             return out
-        chunks.append(chunk)
-    out.body = b"".join(chunks)
+        body += chunk
+    out.body = body
     return out

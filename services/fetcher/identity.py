@@ -2,15 +2,15 @@
 
 A block detector looks for contradictions more than for any single header: a Firefox
 User-Agent with ``sec-ch-ua``, a Windows UA with ``sec-ch-ua-platform: "macOS"``, headers in an
-order no browser uses. So an identity is a complete profile, taken as a unit, in the order the
-browser sends a top-level navigation over HTTP/1.1 (aiohttp adds ``Host`` and ``Connection``).
+order no browser uses, a Chrome UA over a Python TLS handshake. So an identity is a complete
+profile, taken as a unit: the headers in the order the browser sends a top-level navigation,
+and ``tls``, the browser profile of the transport (``browser.py``) whose ClientHello and
+HTTP/2 frames match the UA. Versions follow the newest profiles of the transport library
+(wreq); a unit test checks that these headers equal the library's own defaults for the profile,
+so an upgrade that moves them fails a test instead of producing a contradiction.
 
-Deliberate deviations from the real browsers:
-
-* ``Accept-Encoding`` is ``gzip, deflate`` everywhere: we cannot decode br/zstd reliably, and
-  advertising an encoding we cannot read would corrupt bodies.
-* ``Accept-Language`` has one shape for every profile (``accept_language``), so a source's
-  locale always yields the same header.
+Deliberate deviation from the real browsers: ``Accept-Language`` has one shape for every profile
+(``accept_language``), so a source's locale always yields the same header.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -28,14 +30,28 @@ _CHROMIUM_ACCEPT = (
     "image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7"
 )
 _GECKO_ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-_ENCODING = "gzip, deflate"
+# What each browser offers; the transport decodes all of them, under the same size cap.
+_ENCODING = {
+    "chromium": "gzip, deflate, br, zstd",
+    "firefox": "gzip, deflate, br, zstd",
+    "safari": "gzip, deflate, br",
+}
+# aiohttp (plain mode) offers only what it decodes without optional packages.
+PLAIN_ENCODING = "gzip, deflate"
+
+SecFetchSite = Literal["none", "same-origin", "same-site", "cross-site"]
 
 
 class Identity(msgspec.Struct, frozen=True):
-    """A named header set; ``id`` is reported with results so blocks can be traced to it."""
+    """A named header set; ``id`` is reported with results so blocks can be traced to it.
+
+    ``tls`` names the transport profile (``chrome154/windows``); ``None`` means plain mode
+    (aiohttp), used for a pinned User-Agent of no known browser.
+    """
 
     id: str
     headers: dict[str, str]
+    tls: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,74 +59,88 @@ class _Profile:
     id: str
     family: str  # "chromium" | "firefox" | "safari": decides header order
     user_agent: str
+    tls: str  # the transport profile: "<library profile>/<platform>"
     brands: str | None = None  # sec-ch-ua; Chromium-based browsers only
     platform: str | None = None  # sec-ch-ua-platform
 
 
+_CHROME_BRANDS = '"Chromium";v="154", "Google Chrome";v="154", "Not A(Brand";v="99"'
+_EDGE_BRANDS = '"Chromium";v="148", "Microsoft Edge";v="148", "Not/A)Brand";v="99"'
+
 PROFILES: tuple[_Profile, ...] = (
     _Profile(
-        id="chrome131-win",
+        id="chrome154-win",
         family="chromium",
         user_agent=(
             "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
-            "(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+            "(KHTML, like Gecko) Chrome/154.0.0.0 Safari/537.36"
         ),
-        brands='"Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"',
+        tls="chrome154/windows",
+        brands=_CHROME_BRANDS,
         platform='"Windows"',
     ),
     _Profile(
-        id="chrome131-mac",
+        id="chrome154-mac",
         family="chromium",
         user_agent=(
             "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 "
-            "(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+            "(KHTML, like Gecko) Chrome/154.0.0.0 Safari/537.36"
         ),
-        brands='"Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"',
+        tls="chrome154/macos",
+        brands=_CHROME_BRANDS,
         platform='"macOS"',
     ),
     _Profile(
-        id="chrome131-linux",
+        id="chrome154-linux",
         family="chromium",
         user_agent=(
             "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 "
-            "(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+            "(KHTML, like Gecko) Chrome/154.0.0.0 Safari/537.36"
         ),
-        brands='"Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"',
+        tls="chrome154/linux",
+        brands=_CHROME_BRANDS,
         platform='"Linux"',
     ),
     _Profile(
-        id="edge131-win",
+        id="edge148-win",
         family="chromium",
         user_agent=(
             "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
-            "(KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0"
+            "(KHTML, like Gecko) Chrome/148.0.0.0 Safari/537.36 Edg/148.0.0.0"
         ),
-        brands='"Microsoft Edge";v="131", "Chromium";v="131", "Not_A Brand";v="24"',
+        tls="edge148/windows",
+        brands=_EDGE_BRANDS,
         platform='"Windows"',
     ),
     _Profile(
-        id="firefox133-win",
+        id="firefox152-win",
         family="firefox",
         user_agent=(
-            "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0"
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:152.0) Gecko/20100101 Firefox/152.0"
         ),
+        tls="firefox152/windows",
     ),
     _Profile(
-        id="firefox133-mac",
+        id="firefox152-mac",
         family="firefox",
         user_agent=(
-            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:133.0) Gecko/20100101 Firefox/133.0"
+            "Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:152.0) Gecko/20100101 Firefox/152.0"
         ),
+        tls="firefox152/macos",
     ),
     _Profile(
-        id="safari18-mac",
+        id="safari26-mac",
         family="safari",
         user_agent=(
             "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 "
-            "(KHTML, like Gecko) Version/18.1 Safari/605.1.15"
+            "(KHTML, like Gecko) Version/26.4 Safari/605.1.15"
         ),
+        tls="safari26_4/macos",
     ),
 )
+# The current profile of each family: what a pinned browser User-Agent is sent with.
+_FAMILY_TLS = {"chromium": "chrome154/windows", "firefox": "firefox152/windows"}
+_FAMILY_TLS["safari"] = "safari26_4/macos"
 
 _LOCALE = re.compile(r"([A-Za-z]{2,3})(?:[-_]([A-Za-z]{2}|[0-9]{3}))?")
 
@@ -149,29 +179,34 @@ def identity_for(
     language = accept_language(locale)
     if user_agent is not None:
         digest = hashlib.sha256(user_agent.encode()).hexdigest()[:8]
+        family = _family_of(user_agent)
         pinned = _Profile(
-            id=f"pinned-{digest}", family=_family_of(user_agent), user_agent=user_agent
+            id=f"pinned-{digest}",
+            family=family or "firefox",  # the shortest, least distinctive order
+            user_agent=user_agent,
+            tls=_FAMILY_TLS.get(family or "", ""),
         )
-        return Identity(id=pinned.id, headers=_headers(pinned, language))
+        return Identity(id=pinned.id, headers=_headers(pinned, language), tls=pinned.tls or None)
     # A fixed shuffle per session, walked by generation: stable, and rotation always changes.
     seed = int.from_bytes(hashlib.sha256(session_key.encode()).digest()[:8], "big")
     order = list(PROFILES)
     random.Random(seed).shuffle(order)
     profile = order[generation % len(order)]
-    return Identity(id=profile.id, headers=_headers(profile, language))
+    return Identity(id=profile.id, headers=_headers(profile, language), tls=profile.tls)
 
 
-def _family_of(user_agent: str) -> str:
+def _family_of(user_agent: str) -> str | None:
     if "Firefox/" in user_agent or "Gecko/" in user_agent:
         return "firefox"
     if "Chrome/" in user_agent or "Chromium/" in user_agent:
         return "chromium"
     if "Safari/" in user_agent:
         return "safari"
-    return "firefox"  # the shortest, least distinctive order for anything else
+    return None  # a bot's own name: plain mode, no handshake of a browser it does not claim
 
 
 def _headers(profile: _Profile, language: str) -> dict[str, str]:
+    encoding = _ENCODING[profile.family]
     if profile.family == "chromium":
         headers: dict[str, str] = {}
         if profile.brands is not None and profile.platform is not None:
@@ -186,32 +221,34 @@ def _headers(profile: _Profile, language: str) -> dict[str, str]:
             "Sec-Fetch-Mode": "navigate",
             "Sec-Fetch-User": "?1",
             "Sec-Fetch-Dest": "document",
-            "Accept-Encoding": _ENCODING,
+            "Accept-Encoding": encoding,
             "Accept-Language": language,
+            "Priority": "u=0, i",
         }
         return headers
     if profile.family == "safari":
         return {
             "Sec-Fetch-Dest": "document",
             "User-Agent": profile.user_agent,
-            "Upgrade-Insecure-Requests": "1",
             "Accept": _GECKO_ACCEPT,
             "Sec-Fetch-Site": "none",
             "Sec-Fetch-Mode": "navigate",
-            "Sec-Fetch-User": "?1",
             "Accept-Language": language,
-            "Accept-Encoding": _ENCODING,
+            "Priority": "u=0, i",
+            "Accept-Encoding": encoding,
         }
     return {
         "User-Agent": profile.user_agent,
         "Accept": _GECKO_ACCEPT,
         "Accept-Language": language,
-        "Accept-Encoding": _ENCODING,
+        "Accept-Encoding": encoding,
         "Upgrade-Insecure-Requests": "1",
         "Sec-Fetch-Dest": "document",
         "Sec-Fetch-Mode": "navigate",
         "Sec-Fetch-Site": "none",
         "Sec-Fetch-User": "?1",
+        "Priority": "u=0, i",
+        "TE": "trailers",
     }
 
 
@@ -222,13 +259,14 @@ _IMAGE_ACCEPT = {
     "safari": "image/webp,image/avif,image/jxl,image/heic,image/heic-sequence,video/*;q=0.8,"
     "image/png,image/svg+xml,image/*;q=0.8,*/*;q=0.5",
 }
+_IMAGE_PRIORITY = {"chromium": "i", "firefox": "u=5, i", "safari": "u=3, i"}
 _NAVIGATION_ONLY = ("Upgrade-Insecure-Requests", "Sec-Fetch-User")
 
 
 def image_headers(headers: dict[str, str]) -> dict[str, str]:
     """The identity's headers as its browser sends them for an image (same order, same
     client hints), so an image request does not stand out from the pages that embed it."""
-    family = _family_of(headers.get("User-Agent", ""))
+    family = _family_of(headers.get("User-Agent", "")) or "firefox"
     out: dict[str, str] = {}
     for name, value in headers.items():
         if name in _NAVIGATION_ONLY:
@@ -238,5 +276,76 @@ def image_headers(headers: dict[str, str]) -> dict[str, str]:
             "Sec-Fetch-Dest": "image",
             "Sec-Fetch-Mode": "no-cors",
             "Sec-Fetch-Site": "same-origin",
+            "Priority": _IMAGE_PRIORITY[family],
         }.get(name, value)
     return out
+
+
+# Where each family puts Referer: right before the first of these headers that it sends.
+_REFERER_BEFORE = {
+    "chromium": ("Accept-Encoding",),
+    "firefox": ("Upgrade-Insecure-Requests", "Sec-Fetch-Dest"),
+    "safari": ("Sec-Fetch-Site",),
+}
+
+
+def sec_fetch_site(url: str, referrer: str | None) -> SecFetchSite:
+    """What a browser computes for a request to ``url`` made from the page ``referrer``.
+
+    Same-site is approximated by the last two host labels (no public-suffix list), so
+    ``a.shop.co.uk`` and ``b.other.co.uk`` read as same-site; sites rarely link that way.
+    """
+    if not referrer:
+        return "none"
+    target, origin = _split(url), _split(referrer)
+    if target == origin:
+        return "same-origin"
+    if target[0] == origin[0] and _site(target[1]) == _site(origin[1]):
+        return "same-site"
+    return "cross-site"
+
+
+def referer_value(url: str, referrer: str) -> str | None:
+    """The Referer under Chrome's default policy (strict-origin-when-cross-origin): the full
+    page URL within an origin, the origin alone across origins, nothing from https to http."""
+    target, origin = _split(url), _split(referrer)
+    if origin[0] == "https" and target[0] != "https":
+        return None
+    page = referrer.split("#", 1)[0]
+    if target == origin:
+        return page
+    return f"{origin[0]}://{origin[1]}{'' if origin[2] is None else f':{origin[2]}'}/"
+
+
+def with_referrer(headers: dict[str, str], url: str, referrer: str | None) -> dict[str, str]:
+    """``headers`` for a request to ``url`` reached from the page ``referrer``: Referer in the
+    family's place and ``Sec-Fetch-Site`` as the browser computes it. No referrer: a typed
+    URL (``none``), as the headers already say for a navigation."""
+    if not referrer:
+        return headers
+    site = sec_fetch_site(url, referrer)
+    value = referer_value(url, referrer)
+    family = _family_of(headers.get("User-Agent", "")) or "firefox"
+    before = next((h for h in _REFERER_BEFORE[family] if h in headers), None)
+    out: dict[str, str] = {}
+    for name, current in headers.items():
+        if name == before and value is not None:
+            out["Referer"] = value
+        out[name] = site if name == "Sec-Fetch-Site" else current
+    if value is not None and "Referer" not in out:
+        out["Referer"] = value
+    return out
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _split(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port if parts.port != _DEFAULT_PORTS.get(scheme) else None
+    return scheme, (parts.hostname or "").lower(), port
+
+
+def _site(host: str) -> str:
+    return ".".join(host.rsplit(".", 2)[-2:])

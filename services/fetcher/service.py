@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
+import ssl
 import time
 from collections.abc import Coroutine
 from typing import Any
@@ -14,6 +16,8 @@ import aiohttp
 from yarl import URL
 
 from schemas.messages import FetchPolicy, FetchResult, FetchWork
+from services.fetcher.browser import BrowserSession, Trust
+from services.fetcher.cookies import CookieStore
 from services.fetcher.guard import (
     Allowlist,
     GuardedResolver,
@@ -21,13 +25,20 @@ from services.fetcher.guard import (
     UnsafeURL,
     check_target,
 )
-from services.fetcher.http import Response, request
-from services.fetcher.identity import Identity, identity_for, image_headers
+from services.fetcher.http import PlainTransport, Response, Transport, request
+from services.fetcher.identity import (
+    PLAIN_ENCODING,
+    Identity,
+    identity_for,
+    image_headers,
+    with_referrer,
+)
 from services.fetcher.pacing import HostGuard, InFlight, jittered, wait_until
 from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.robots import RobotsCache
 from services.fetcher.secrets import MissingSecret
 from services.fetcher.secrets import expand as expand_secrets
+from services.fetcher.sessions import Sessions
 from shared.bus import send
 from shared.channels import FETCH_RESULTS, FETCH_WORK
 from shared.consumer import Delivery
@@ -101,6 +112,8 @@ class Fetcher:
         self.inflight: InFlight[FetchResult] = InFlight()
         self.proxies = proxies or ProxyPool()
         self._sessions: dict[tuple[str, ...], aiohttp.ClientSession] = {}
+        self.browsers = Sessions()
+        self._cookie_store: CookieStore | None = None
         self._resolvers: dict[tuple[str, ...], GuardedResolver] = {}
         self._robots: dict[tuple[str, ...], RobotsCache] = {}
         self._deliveries: dict[int, tuple[Delivery[FetchWork], float]] = {}
@@ -115,11 +128,17 @@ class Fetcher:
     def _session(self, policy: FetchPolicy) -> tuple[aiohttp.ClientSession, Allowlist]:
         key = self._policy_key(policy)
         allow = Allowlist.from_policy(True if "*" in key else list(key))
-        session = self._sessions.get(key)
+        # A source's CA bundle is its own trust: a session of its own (plain mode, robots.txt).
+        session_key = (*key, f"ca={policy.ca_file or ''}")
+        session = self._sessions.get(session_key)
         if session is None:
-            resolver = self._resolvers[key] = GuardedResolver(allow)
+            resolver = self._resolvers.get(key)
+            if resolver is None:
+                resolver = self._resolvers[key] = GuardedResolver(allow)
+            # The default context reads SSL_CERT_FILE, as OpenSSL does.
+            trust = ssl.create_default_context(cafile=policy.ca_file) if policy.ca_file else True
             connector = aiohttp.TCPConnector(
-                resolver=resolver, limit=0, limit_per_host=0, ttl_dns_cache=60
+                resolver=resolver, limit=0, limit_per_host=0, ttl_dns_cache=60, ssl=trust
             )
             session = aiohttp.ClientSession(
                 connector=connector,
@@ -128,8 +147,13 @@ class Fetcher:
                 max_line_size=16 * 1024,
                 max_field_size=16 * 1024,
             )
-            self._sessions[key] = session
+            self._sessions[session_key] = session
         return session, allow
+
+    async def _cookies(self) -> CookieStore:
+        if self._cookie_store is None:
+            self._cookie_store = await CookieStore.open(self.rt.js, self.rt.names.cookies_bucket)
+        return self._cookie_store
 
     async def _robots_for(self, policy: FetchPolicy) -> RobotsCache:
         key = (*self._policy_key(policy), f"proxies={policy.proxies}")
@@ -184,7 +208,7 @@ class Fetcher:
         if resp.status is None:
             return None, b""
         if resp.outcome == "ok" or resp.body is not None or not 200 <= resp.status < 300:
-            return resp.status, resp.body or b""
+            return resp.status, bytes(resp.body or b"")
         # A 2xx whose body was not read (refused, cut short) is no robots.txt, and never
         # "allow everything": it counts as unreachable, so disallow for a while.
         return None, b""
@@ -276,6 +300,10 @@ class Fetcher:
                     "no_proxy", work.attempt.url, error="source requires a proxy; none is healthy"
                 ),
             )
+        if policy.ca_file and not os.access(policy.ca_file, os.R_OK):
+            # The source's configuration, not the site: retrying would not help.
+            error = f"tls.ca_file {policy.ca_file} cannot be read"
+            return self._result(work, Response("rejected", work.attempt.url, error=error))
         session, allow = self._session(policy)
         try:
             # Before robots: an unsafe host is unsafe, not disallowed.
@@ -311,6 +339,24 @@ class Fetcher:
         headers = dict(identity.headers)
         if work.attempt.kind == "image":
             headers = image_headers(headers)
+        # A discovered page (or a page's image) carries the page that linked it.
+        headers = with_referrer(headers, work.attempt.url, work.attempt.referrer)
+        transport: Transport
+        browser: BrowserSession | None = None
+        if policy.client == "plain" or identity.tls is None:
+            transport = PlainTransport(session)
+            headers["Accept-Encoding"] = PLAIN_ENCODING
+        else:
+            browser = transport = self.browsers.get(
+                (*self._policy_key(policy), str(work.attempt.job_id), work.domain),
+                identity,
+                proxy,
+                self._resolvers[self._policy_key(policy)],
+                Trust(policy.ca_file),
+            )
+            if not browser.restored:
+                browser.restored = True
+                await (await self._cookies()).restore(browser)
         if work.etag:
             headers["If-None-Match"] = work.etag
         if work.last_modified:
@@ -322,7 +368,7 @@ class Fetcher:
             return self._result(work, Response("rejected", work.attempt.url, error=str(exc)))
         started = time.time()
         resp = await request(
-            session,
+            transport,
             work.attempt.url,
             headers=headers,
             allow=allow,
@@ -335,10 +381,12 @@ class Fetcher:
             method=method,
             body=body,
         )
+        if browser is not None and browser.cookies_set:
+            await (await self._cookies()).save(browser)
         if proxy is not None:
             self.counts.proxied.add()
             resp.error = proxy.redact(resp.error)
-        resp = await self.finish(work, resp, identity, proxy)
+        resp = await self.finish(work, resp, identity, proxy, transport)
         self.metrics.http_request(
             work.domain, resp.outcome, resp.elapsed_ms / 1000, len(resp.body or b"")
         )
@@ -374,9 +422,15 @@ class Fetcher:
         )
 
     async def finish(
-        self, work: FetchWork, resp: Response, identity: Identity, proxy: Proxy | None
+        self,
+        work: FetchWork,
+        resp: Response,
+        identity: Identity,
+        proxy: Proxy | None,
+        transport: Transport,
     ) -> Response:
-        """The response as it will be stored: as fetched here; a renderer renders it."""
+        """The response as it will be stored: as fetched here; a renderer renders it (its
+        page's requests then go through ``transport``, the document's own session)."""
         return resp
 
     def _result(

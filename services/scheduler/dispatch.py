@@ -68,6 +68,8 @@ def fetch_policy(source: Source) -> FetchPolicy:
         timeout=source.timeout,
         max_bytes=source.max_bytes,
         render=render_policy(source),
+        client=source.client,
+        ca_file=source.tls.ca_file,
     )
 
 
@@ -162,6 +164,7 @@ class Dispatcher:
                         keyword=r["keyword"],
                         request=request,
                         previous_payload_ref=previous,
+                        referrer=r["referrer"],
                     )
                     work = FetchWork(
                         attempt=attempt,

@@ -30,6 +30,7 @@ class Candidate:
     request: ApiRequest | None = None  # an API page: what to send (several may share a URL)
     lastmod: str | None = None  # from a sitemap: not fetched when our copy is at least as new
     pagination_hops: int = 0  # consecutive pagination links that led here (see max_pagination)
+    referrer: str | None = None  # the page the link was found on: the fetch's Referer
 
 
 class Admission:
@@ -108,6 +109,7 @@ class Admission:
                     request=msgspec.json.encode(c.request).decode() if c.request else None,
                     pagination_hops=c.pagination_hops,
                     unchanged=False,
+                    referrer=c.referrer,
                 )
         if not entries:
             return 0
@@ -144,7 +146,7 @@ class Admission:
 
 
 async def image_candidates(
-    conn: Conn, source: Source, images: list[str], depth: int
+    conn: Conn, source: Source, images: list[str], depth: int, referrer: str | None = None
 ) -> list[Candidate]:
     """The products' primary images this source has no stored copy of yet: an image is
     fetched once, and its content-addressed payload serves every later job."""
@@ -152,7 +154,9 @@ async def image_candidates(
         return []
     canon = {c for c in map(canonicalize, images) if c}
     stored = await store.frontier.stored_copies(conn, source.name, sorted(canon))
-    return [Candidate(url, "image", depth) for url in sorted(canon - set(stored))]
+    return [
+        Candidate(url, "image", depth, referrer=referrer) for url in sorted(canon - set(stored))
+    ]
 
 
 def _lastmod(value: str) -> datetime | None:

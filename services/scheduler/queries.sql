@@ -203,7 +203,7 @@ SELECT url FROM catalog_product_urls WHERE source = $1 ORDER BY url
 -- changed since our stored copy enters done (not_modified). Their domains are registered and
 -- marked as having pending work in the same statement (one round trip): a discovered domain
 -- gets the source's pace ($14 max_in_flight, $15 min_delay, $16 max_delay) on first sight, a
--- known one keeps its own. A false alarm (every URL was a duplicate) is cleared by the next
+-- known one keeps its own. $17: the linking page of each entry (its Referer). A false alarm (every URL was a duplicate) is cleared by the next
 -- claim that finds the domain dry.
 WITH marked AS (
     INSERT INTO domains (domain, max_in_flight, min_delay, max_delay, has_pending)
@@ -212,15 +212,16 @@ WITH marked AS (
     RETURNING 1
 )
 INSERT INTO entries (job_id, url, domain, kind, depth, keyword, priority, rank, traceparent,
-                     request, request_key, state, last_outcome, pagination_hops)
+                     request, request_key, state, last_outcome, pagination_hops, referrer)
 SELECT $1, u.url, u.domain, u.kind, u.depth, u.keyword, u.priority,
        u.priority - 10 * floor(coalesce($8::float8, extract(epoch FROM now())) / 60) / 60, $9,
        u.request::jsonb, u.request_key,
        CASE WHEN u.unchanged THEN 'done' ELSE 'pending' END,
-       CASE WHEN u.unchanged THEN 'not_modified' END, u.hops
+       CASE WHEN u.unchanged THEN 'not_modified' END, u.hops, u.referrer
 FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::int[], $10::text[],
-            $11::text[], $12::boolean[], $13::int[])
-     AS u(url, domain, kind, depth, keyword, priority, request, request_key, unchanged, hops)
+            $11::text[], $12::boolean[], $13::int[], $17::text[])
+     AS u(url, domain, kind, depth, keyword, priority, request, request_key, unchanged, hops,
+          referrer)
 -- The domains first (an init plan runs before the first row), then the entries in a stable
 -- lock order: concurrent admits of overlapping URLs cannot deadlock.
 WHERE (SELECT count(*) FROM marked) >= 0
@@ -298,7 +299,7 @@ FROM picked, jobs j
 WHERE e.id = picked.id AND j.id = e.job_id AND j.status = 'running' AND NOT j.paused
 RETURNING e.id, e.job_id, j.source, e.url, e.domain, e.kind, e.depth, e.keyword, e.attempts,
           e.traceparent, e.request, e.request_key,
-          extract(epoch FROM now() - picked.since)::float8 AS waited
+          extract(epoch FROM now() - picked.since)::float8 AS waited, e.referrer
 
 -- name: mark_domains_dispatched
 UPDATE domains d

@@ -157,11 +157,14 @@ async def _apply_parse_result(
                 link.request,
                 link.lastmod,
                 pagination_hops=hops + 1 if link.kind == "pagination" else 0,
+                referrer=attempt.url,
             )
             for link in result.links
         ]
         images = [p.image for p in result.sightings() if p.image]
-        candidates += await image_candidates(conn, source, images, attempt.depth + 1)
+        candidates += await image_candidates(
+            conn, source, images, attempt.depth + 1, referrer=attempt.url
+        )
         admitted = await admission.admit(conn, attempt.job_id, candidates, boost=boost, seen=seen)
     closes = entry["state"] == "fetched"
     await store.results.set_entry_parsed(

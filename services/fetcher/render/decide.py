@@ -24,9 +24,9 @@ DOMAIN_TTL = 24 * 3600.0
 _PRODUCT_TYPES = ("product", "offer", "productgroup")
 
 
-def shows_content(html: bytes | str) -> bool:
+def shows_content(html: bytes | bytearray | str) -> bool:
     """Whether the document shows a product or a listing without running its scripts."""
-    tree = LexborHTMLParser(html)
+    tree = LexborHTMLParser(bytes(html) if isinstance(html, bytearray) else html)
     for script in tree.css('script[type="application/ld+json"]'):
         text = (script.text() or "").lower()
         if any(f'"{kind}"' in text for kind in _PRODUCT_TYPES):

@@ -183,7 +183,7 @@ class Gate:
     async def _fulfil(self, route: Route, response: Response) -> None:
         headers = {k: v for k, v in response.headers.items() if k.lower() not in _STALE}
         await route.fulfill(
-            status=response.status or 200, headers=headers, body=response.body or b""
+            status=response.status or 200, headers=headers, body=bytes(response.body or b"")
         )
 
     # -- helpers ----------------------------------------------------------------------------

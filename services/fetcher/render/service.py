@@ -20,7 +20,7 @@ import msgspec
 from multidict import CIMultiDict
 
 from schemas.messages import FetchResult, FetchWork, RenderPolicy
-from services.fetcher.http import Response, request
+from services.fetcher.http import Response, Transport, request
 from services.fetcher.identity import Identity
 from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.render.browser import BrowserPool, RenderSettings
@@ -72,7 +72,12 @@ class Renderer(Fetcher):
         return await super().fetch(work)
 
     async def finish(
-        self, work: FetchWork, resp: Response, identity: Identity, proxy: Proxy | None
+        self,
+        work: FetchWork,
+        resp: Response,
+        identity: Identity,
+        proxy: Proxy | None,
+        transport: Transport,
     ) -> Response:
         render_policy = work.policy.render
         if render_policy is None or resp.outcome != "ok" or resp.body is None:
@@ -87,7 +92,7 @@ class Renderer(Fetcher):
                 self.plain.add()
                 return resp  # the document shows what the parser needs: stored as fetched
         try:
-            rendered = await self._render(work, resp, identity, proxy, render_policy)
+            rendered = await self._render(work, resp, proxy, transport, render_policy)
         except RenderFailed as exc:
             return Response(exc.outcome, resp.url, error=str(exc), elapsed_ms=resp.elapsed_ms)
         if plain_content is False and rendered.body and shows_content(rendered.body):
@@ -98,12 +103,14 @@ class Renderer(Fetcher):
         self,
         work: FetchWork,
         document: Response,
-        identity: Identity,
         proxy: Proxy | None,
+        transport: Transport,
         policy: RenderPolicy,
     ) -> Response:
+        """The page's requests go through ``transport``, the session that fetched the
+        document: one identity (TLS, HTTP/2, cookies) for the page and everything it loads."""
         fetch_policy = work.policy
-        session, allow = self._session(fetch_policy)
+        _, allow = self._session(fetch_policy)
         resolver = self._resolvers[self._policy_key(fetch_policy)]
 
         async def fetch(
@@ -115,7 +122,7 @@ class Renderer(Fetcher):
             timeout: float,
         ) -> Response:
             return await request(
-                session,
+                transport,
                 url,
                 headers=headers,
                 allow=allow,

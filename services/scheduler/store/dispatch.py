@@ -29,7 +29,7 @@ async def pick_entries(conn: Conn, domains: list[str], slots: list[int]) -> list
 async def claim_entries(conn: Conn, domains: list[str], slots: list[int]) -> list[asyncpg.Record]:
     """Each domain's best pending entries (up to its slots) of running, unpaused jobs, marked
     dispatched: (id, job_id, source, url, domain, kind, depth, keyword, attempts, traceparent,
-    request, request_key, waited)."""
+    request, request_key, waited, referrer)."""
     return await conn.fetch(Q.claim_entries, domains, slots)
 
 

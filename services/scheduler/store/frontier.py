@@ -23,6 +23,7 @@ class NewEntry(NamedTuple):
     request: str | None  # the ApiRequest as JSON
     pagination_hops: int
     unchanged: bool  # a sitemap says our stored copy is current: admitted done
+    referrer: str | None = None  # the page that linked it (sent as Referer); None for seeds
 
 
 class StoredCopy(NamedTuple):
@@ -73,6 +74,7 @@ async def admit(
         n,
         lo,
         hi,
+        [e.referrer for e in entries],
     )
     return affected(status)
 

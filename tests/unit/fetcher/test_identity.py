@@ -35,18 +35,25 @@ def every_identity() -> list[Identity]:
 def test_there_are_enough_distinct_profiles() -> None:
     ids = {identity.id for identity in every_identity()}
     assert len(ids) == len(PROFILES) >= 6
-    assert {"chrome131-win", "edge131-win", "firefox133-win", "safari18-mac"} <= ids
+    assert {"chrome154-win", "edge148-win", "firefox152-win", "safari26-mac"} <= ids
+    assert all(identity.tls for identity in every_identity())
 
 
 @pytest.mark.parametrize("identity", every_identity(), ids=lambda i: i.id)
 def test_profile_is_internally_consistent(identity: Identity) -> None:
     headers = identity.headers
     ua = headers["User-Agent"]
-    assert headers["Accept-Encoding"] == "gzip, deflate"
+    assert headers["Accept-Encoding"].startswith("gzip, deflate, br")
     assert headers["Accept-Language"] == "en-US,en;q=0.9"
     assert headers["Accept"].startswith("text/html,application/xhtml+xml")
     for name, value in NAVIGATION.items():
-        assert headers[name] == value
+        # Safari 26 sends neither Upgrade-Insecure-Requests nor Sec-Fetch-User.
+        assert headers.get(name, value if "Version/26" in ua else None) == value
+    # The transport profile is the UA's browser and version.
+    assert identity.tls is not None
+    product = next(p for p in ("Edg/", "Firefox/", "Version/", "Chrome/") if p in ua)
+    version = ua.split(product)[1].split(".")[0]
+    assert version in identity.tls
     chromium = "Chrome/" in ua
     if chromium:
         # Brand list, platform and version agree with the UA.
@@ -57,10 +64,10 @@ def test_profile_is_internally_consistent(identity: Identity) -> None:
         assert headers["sec-ch-ua-mobile"] == "?0"
         (platform,) = [p for marker, p in PLATFORMS.items() if marker in ua]
         assert headers["sec-ch-ua-platform"] == platform
-        # Chromium's order: client hints first, Accept-Language last.
+        # Chromium's order: client hints first, Accept-Language and Priority last.
         names = list(headers)
         assert names[:3] == ["sec-ch-ua", "sec-ch-ua-mobile", "sec-ch-ua-platform"]
-        assert names[-1] == "Accept-Language"
+        assert names[-2:] == ["Accept-Language", "Priority"]
     else:
         # Firefox and Safari send no client hints at all.
         assert not [name for name in headers if name.lower().startswith("sec-ch-ua")]
@@ -108,6 +115,7 @@ def test_pinned_user_agent_never_contradicted() -> None:
     bot = identity_for("s", user_agent="AcmeBot/2.1 (+https://acme.example/bot)")
     assert bot.headers["User-Agent"] == "AcmeBot/2.1 (+https://acme.example/bot)"
     assert bot.id.startswith("pinned-")
+    assert bot.tls is None  # no browser claimed: plain mode, no browser handshake
     chrome_ua = (
         "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 "
         "(KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36"
@@ -116,6 +124,7 @@ def test_pinned_user_agent_never_contradicted() -> None:
     assert pinned.headers["User-Agent"] == chrome_ua
     assert not [name for name in pinned.headers if name.lower().startswith("sec-ch-ua")]
     assert pinned.headers["Accept-Language"] == "de-DE,de;q=0.9,en;q=0.8"
+    assert pinned.tls is not None and pinned.tls.startswith("chrome")
     # The pin is stable across generations: the source chose it.
     assert identity_for("s", generation=4, user_agent=chrome_ua, locale="de-DE") == pinned
 
