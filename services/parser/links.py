@@ -206,8 +206,8 @@ def extract_links(
         if previous is None or previous == "page":
             found[url] = kind
 
-    # The common link (no rel, no action class, not in a card, outside the pager widgets,
-    # under the default rules) is decided inline by its URL's cached facts: the page's ~200
+    # The common link (no rel, no action class, outside the pager widgets, under the default
+    # rules) is decided inline by its URL's cached facts: the page's ~200
     # links cost a dict lookup and a few comparisons each, not a chain of calls.
     plain = pager is not None and rules.product is None
     boxed = pager.boxed if pager is not None else set()
@@ -225,7 +225,7 @@ def extract_links(
             continue
         mem_id = node.mem_id
         hint = hints.get(mem_id)
-        if hint is not None or not plain or mem_id in boxed:
+        if (hint is not None and hint != "card") or not plain or mem_id in boxed:
             add(raw, hint, node, attrs)
             continue
         resolved = _resolve(raw, site if raw.startswith(_SITE_WIDE) else base_url)
@@ -237,11 +237,17 @@ def extract_links(
         if deny and any(p.search(url) for p in deny):
             continue
         if not pager.elsewhere(facts[5]):  # type: ignore[union-attr]
-            add(raw, None, node, attrs)  # maybe another page of this listing: the full test
+            add(raw, hint, node, attrs)  # maybe another page of this listing: the full test
             continue
         if facts[2]:
             continue  # a state-changing action
-        kind: LinkKind = "product" if facts[4] and not facts[3] else "page"
+        kind: LinkKind = "page"
+        if not facts[3]:
+            if facts[4]:
+                kind = "product"
+            elif hint == "card" and facts[1] != here:
+                kind = "product"  # a card of this listing (not a filter/sort variant of it)
+                card_urls.append(url)
         previous = found.get(url)
         if previous is None or previous == "page":
             found[url] = kind
