@@ -91,8 +91,19 @@ def _links_inside(ancestors: tuple[str, ...]) -> str:
     """``a[href]:is(A *, B *, …)``: the links inside any of them, in one walk of the tree (the
     list ``A a[href], B a[href], …`` costs a walk per entry: 40% more on a product page). Not
     ``:is(A, B) a[href]``: lexbor (selectolax 1.0) matches a descendant of ``:is(…)`` only as
-    a direct child, so a card's link inside a wrapper div would be missed."""
-    return "a[href]:is(" + ", ".join(f"{a} *" for a in ancestors) + ")"
+    a direct child, so a card's link inside a wrapper div would be missed.
+
+    The class-substring alternatives all say "product", so they sit behind one
+    ``[class*="product" i]`` test: lexbor tries every alternative on every ancestor of every
+    link, and most ancestors fail that one test (the same links; 0.24 → 0.13 ms on a bench
+    page, 1.5 → 0.7 ms on the real dev pages)."""
+    grouped = [a for a in ancestors if a.startswith('[class*="product')]
+    others = [a for a in ancestors if a not in grouped]
+    if len(grouped) > 1:
+        others.insert(0, '[class*="product" i]:is(' + ", ".join(grouped) + ")")
+    else:
+        others = list(ancestors)
+    return "a[href]:is(" + ", ".join(f"{a} *" for a in others) + ")"
 
 
 CARD_LINKS = _links_inside(_CARDS)
