@@ -433,6 +433,18 @@ class Pager:
             if len(taken) >= MAX_BOXES:
                 break  # each box's links cost a walk of its subtree: a hostile page has many
 
+    def elsewhere(self, place: tuple[str, str, str]) -> bool:
+        """Whether a link outside the pager widgets, to ``place`` (``where(url)``), goes
+        elsewhere than this listing: told by its path alone, without looking at the link."""
+        here = self.here
+        host, path, mask = place
+        return host != here.host or (
+            path != here.path
+            and mask != here.mask
+            and path not in self.drops
+            and not _may_extend(here.path, path)
+        )
+
     def declared(self, node: LexborNode | None) -> bool:
         """Whether a link the page declares as next or previous (``rel``) is one: not when it
         reads like a title (a blog post's link to the next post)."""
@@ -445,15 +457,8 @@ class Pager:
         its attributes when already read), is another page of this listing."""
         here = self.here
         boxed = node is not None and node.mem_id in self.boxed
-        if not boxed:
-            host, path, mask = where(url)
-            if host != here.host or (
-                path != here.path
-                and mask != here.mask
-                and path not in self.drops
-                and not _may_extend(here.path, path)
-            ):
-                return False  # the common case: a link elsewhere, told apart by its path alone
+        if not boxed and self.elsewhere(where(url)):
+            return False  # the common case: a link elsewhere, told apart by its path alone
         level = relation(here, url)
         if node is None or level == VARIANT:
             return level == CLEAN
