@@ -32,10 +32,11 @@ from shared.bus import connect
 from shared.channels import Channel
 from shared.consumer import BatchConsumer, BatchHandler, Consumer, Handler, Options
 from shared.db import open_pool
+from shared.leases import Lease
 from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
 from shared.names import Names
-from shared.periodic import Leadership, Tick, every, named
+from shared.periodic import Tick, every, named
 from shared.provision import provision
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, shutdown_tracing
@@ -119,7 +120,7 @@ class DbRuntime(Runtime):
     """The runtime of a service with a database (scheduler, refresher, the admin API)."""
 
     pool: asyncpg.Pool
-    _leadership: Leadership | None = field(default=None, init=False, repr=False)
+    _leadership: Lease | None = field(default=None, init=False, repr=False)
 
     def every(
         self, interval: float, tick: Tick, *, cluster: bool = False
@@ -127,14 +128,14 @@ class DbRuntime(Runtime):
         """A task for ``start()`` to return: ``tick`` now and every ``interval`` seconds.
 
         ``cluster=True``: the tick runs on one replica of the service at a time, the one
-        holding its Postgres advisory lock (stale recovery, progress events: once per cluster,
-        not once per replica)."""
+        holding its lease (``shared.leases``: stale recovery, progress events once per
+        cluster, not once per replica)."""
         if not cluster:
             return super().every(interval, tick)
         name = getattr(tick, "__name__", "tick")
         if self._leadership is None:
             scope = f"trawl:{self.names.ns}:{self.service}"
-            self._leadership = Leadership(self.pool, scope)
+            self._leadership = Lease(self.pool, scope, self.settings.instance)
         task = every(interval, tick, self.stop, name=name, leadership=self._leadership)
         return named(task, f"every:{name}")
 
@@ -170,7 +171,11 @@ async def serve(
             stack.push_async_callback(endpoint.close)
         rt: Runtime
         if needs_db:
-            pool = await open_pool(settings.database_url)
+            pool = await open_pool(
+                settings.database_url,
+                max_size=settings.db_pool_size,
+                transaction_pooling=settings.transaction_pooling,
+            )
             stack.push_async_callback(pool.close)
             rt = DbRuntime(service, settings, names, nc, js, stop, metrics=metrics, pool=pool)
         else:
