@@ -37,7 +37,7 @@ from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
 from shared.names import Names
 from shared.periodic import Tick, every, named
-from shared.provision import provision
+from shared.provision import provision_when_ready
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, shutdown_tracing
 
@@ -162,7 +162,9 @@ async def serve(
         stack.push_async_callback(_drain, nc)
         js = nc.jetstream(timeout=10)
         names = Names(settings.namespace)
-        await provision(js, names, max_deliver=settings.max_deliver)
+        await provision_when_ready(
+            js, names, max_deliver=settings.max_deliver, replicas=settings.stream_replicas
+        )
         metrics, metrics_url = Metrics.disabled(), None
         if settings.metrics_listen:
             endpoint = MetricsEndpoint(service, settings.instance, js, names)
