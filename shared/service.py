@@ -32,6 +32,7 @@ from shared.bus import connect
 from shared.channels import Channel
 from shared.consumer import BatchConsumer, BatchHandler, Consumer, Handler, Options
 from shared.db import open_pool
+from shared.health import Health
 from shared.leases import Lease
 from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
@@ -158,6 +159,13 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
 
     async with AsyncExitStack() as stack:
+        # First, so that a slow start-up (a cluster electing leaders) is alive, not ready.
+        health = None
+        if settings.health_listen:
+            health = Health(stop)
+            health_url = await health.start(settings.health_listen)
+            stack.push_async_callback(health.close)
+            log.info("health at %s", health_url, extra={"action": "health_listening"})
         nc = await connect(settings.nats_url, name=f"trawl-{service}-{settings.instance}")
         stack.push_async_callback(_drain, nc)
         js = nc.jetstream(timeout=10)
@@ -185,6 +193,8 @@ async def serve(
         await _register_micro(rt, stack, metrics_url)
         coros = await start(rt)
         tasks = [asyncio.create_task(c, name=f"{service}:{_name(c)}") for c in coros]
+        if health is not None:
+            health.started(nc, tasks)
         log.info(
             "service started",
             extra={
