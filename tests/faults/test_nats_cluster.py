@@ -5,6 +5,8 @@ Once with a node that leads no stream of the work, once with the work stream's l
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,13 +17,17 @@ from nats.js import JetStreamContext
 from control.client import TrawlClient
 from demo.faults import Faults
 from demo.shop import DemoShop
+from migrations.runner import migrate
 from services.parser.service import PARSEABLE
 from shared import names as n
 from shared.channels import FETCH_WORK
+from shared.db import open_pool
 from shared.names import Names
 from shared.settings import Settings
+from tests.conftest import ROOT, free_port
 from tests.faults.crawl import FAULT_ENV, check_crawl, save_shop_source
 from tests.support.nats_cluster import NatsCluster
+from tests.support.private_servers import PrivatePostgres
 from tests.support.stack import Stack, eventually
 
 pytestmark = [pytest.mark.faults, pytest.mark.timeout(360)]
@@ -40,6 +46,32 @@ async def cluster(tmp_path: Path) -> AsyncIterator[NatsCluster]:
         yield c
     finally:
         await c.stop()
+
+
+@pytest.fixture
+async def cluster_env(cluster: NatsCluster, private_pg: PrivatePostgres) -> dict[str, str]:
+    """Services on the cluster and a private Postgres (a crawl's connections must not depend on
+    what else the shared server is serving)."""
+    database_url = private_pg.url(f"trawl_{uuid.uuid4().hex[:8]}")
+    await migrate(database_url)
+    return {
+        **os.environ,
+        **FAULT_ENV,
+        "NATS_URL": cluster.url,
+        "TRAWL_STREAM_REPLICAS": "3",
+        "DATABASE_URL": database_url,
+        "TRAWL_NAMESPACE": f"c{uuid.uuid4().hex[:12]}",
+        "TRAWL_API_LISTEN": f"127.0.0.1:{free_port()}",
+        "TRAWL_LOG_LEVEL": "INFO",
+        "PYTHONPATH": str(ROOT),
+    }
+
+
+@pytest.fixture
+async def cluster_pool(cluster_env: dict[str, str]) -> AsyncIterator[asyncpg.Pool]:
+    pool = await open_pool(cluster_env["DATABASE_URL"], min_size=1, max_size=4, attempts=3)
+    yield pool
+    await pool.close()
 
 
 async def _leader(js: JetStreamContext, names: Names) -> str:
@@ -93,9 +125,13 @@ async def check_no_message_lost(js: JetStreamContext, names: Names, pool: asyncp
 
 @pytest.mark.parametrize("victim", ["follower", "leader"])
 async def test_node_killed_mid_crawl(
-    victim: str, cluster: NatsCluster, env, pool, tmp_path: Path
+    victim: str,
+    cluster: NatsCluster,
+    cluster_env: dict[str, str],
+    cluster_pool: asyncpg.Pool,
+    tmp_path: Path,
 ) -> None:
-    env = {**env, **FAULT_ENV, "NATS_URL": cluster.url, "TRAWL_STREAM_REPLICAS": "3"}
+    env, pool = cluster_env, cluster_pool
     settings = Settings.from_env(env)
     names = Names(settings.namespace)
     shop = DemoShop(
