@@ -53,7 +53,11 @@ class TrawlClient:
     async def pool(self) -> asyncpg.Pool:
         if self._pool is None:
             self._pool = await open_pool(
-                self.settings.database_url, min_size=1, max_size=2, attempts=3
+                self.settings.database_url,
+                min_size=1,
+                max_size=2,
+                attempts=3,
+                transaction_pooling=self.settings.transaction_pooling,
             )
         return self._pool
 

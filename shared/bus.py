@@ -19,6 +19,7 @@ from schemas.messages import Message
 from shared import names as n
 from shared.channels import Channel
 from shared.names import Names
+from shared.settings import nats_servers
 from shared.telemetry import inject, tracer
 
 log = logging.getLogger("trawl.bus")
@@ -29,7 +30,11 @@ B = TypeVar("B", bound=Message)
 
 
 async def connect(url: str, *, name: str, attempts: int = -1) -> Client:
-    """Connect with reconnects forever (services) or a bounded number (CLI, tests)."""
+    """Connect with reconnects forever (services) or a bounded number (CLI, tests).
+
+    ``url`` may name every server of a cluster, comma-separated: the client connects to any
+    and reconnects to the survivors when its server dies (it also learns the cluster's other
+    servers from the one it reaches)."""
 
     async def on_error(exc: Exception) -> None:
         log.warning("nats error: %s", exc, extra={"action": "nats_error"})
@@ -41,7 +46,7 @@ async def connect(url: str, *, name: str, attempts: int = -1) -> Client:
         log.info("nats reconnected", extra={"action": "nats_reconnected"})
 
     return await nats.connect(
-        url,
+        nats_servers(url),
         name=name,
         error_cb=on_error,
         disconnected_cb=on_disconnect,

@@ -27,6 +27,10 @@ from shared.names import Names
 MAX_INLINE = 900 * 1024
 
 
+# JetStream's error code for "no message found" (as opposed to, say, 10059 "stream not found").
+NO_MESSAGE = 10037
+
+
 class PayloadNotFound(TrawlError):
     """The payload is not in the store."""
 
@@ -76,18 +80,29 @@ class JetStreamPayloadStore:
         kind, _, digest = ref.partition(":")
         try:
             if kind == "js":
-                raw = await self.js.get_last_msg(
-                    self.names.payload_stream, self.names.payload(digest), direct=True
-                )
-                packed = raw.data or b""
+                packed = await self._get_inline(digest)
             elif kind == "obj":
                 store = await self._object_store()
                 packed = (await store.get(digest)).data or b""
             else:
                 raise PayloadNotFound(f"unknown payload reference {ref!r}")
         except nats.js.errors.NotFoundError as exc:
+            if exc.err_code != NO_MESSAGE:
+                raise  # "stream not found" from a node catching up: the caller tries again
             raise PayloadNotFound(f"payload {ref} not found") from exc
         return await _maybe_offload(gzip.decompress, packed)
+
+    async def _get_inline(self, digest: str) -> bytes:
+        """A direct get, answered by any replica of the stream; a miss is asked again of the
+        stream's leader. On a cluster a replica that is catching up (a node just restarted)
+        answers "no message found" for a payload the leader holds: a lost page, unless the
+        leader, which has every acknowledged message, confirms the miss."""
+        subject = self.names.payload(digest)
+        try:
+            raw = await self.js.get_last_msg(self.names.payload_stream, subject, direct=True)
+        except nats.js.errors.NotFoundError:
+            raw = await self.js.get_last_msg(self.names.payload_stream, subject)
+        return raw.data or b""
 
     async def _object_store(self) -> ObjectStore:
         if self._objects is None:

@@ -7,11 +7,14 @@ consumer: 2.9 silently ignores ``filter_subjects``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
+import nats.errors
 import nats.js.errors
 from nats.js import JetStreamContext, api
 
@@ -41,9 +44,11 @@ class ConsumerSpec:
         return names.consumer(self.service, self.stream_key)
 
 
-def stream_configs(names: Names) -> list[api.StreamConfig]:
+def stream_configs(names: Names, replicas: int = 1) -> list[api.StreamConfig]:
+    """Every stream of the namespace, each kept on ``replicas`` servers of a cluster (R1 on a
+    single server, R3 on a three-node cluster: a node may die without losing a message)."""
     file = api.StorageType.FILE
-    return [
+    configs = [
         # no_ack: a core NATS request to the trigger subject must get the scheduler's reply, not
         # the stream's PubAck (docs/architecture.md, "Triggers").
         api.StreamConfig(
@@ -114,6 +119,11 @@ def stream_configs(names: Names) -> list[api.StreamConfig]:
             discard=api.DiscardPolicy.OLD,
         ),
     ]
+    for config in configs:
+        config.num_replicas = replicas
+        # The server's default, spelled out: provisioning then sees the stream unchanged.
+        config.duplicate_window = config.duplicate_window or 120.0
+    return configs
 
 
 def consumer_specs(names: Names) -> list[ConsumerSpec]:
@@ -151,39 +161,119 @@ def consumer_config(names: Names, spec: ConsumerSpec, max_deliver: int) -> api.C
     )
 
 
-async def provision(js: JetStreamContext, names: Names, *, max_deliver: int = 5) -> None:
-    for config in stream_configs(names):
+async def provision(
+    js: JetStreamContext, names: Names, *, max_deliver: int = 5, replicas: int = 1
+) -> None:
+    """Create or update everything of the namespace. Consumers inherit their stream's replicas;
+    buckets that exist with another replica count are scaled to ``replicas``."""
+    for config in stream_configs(names, replicas):
         await _ensure_stream(js, config)
     for spec in consumer_specs(names):
-        await js.add_consumer(
-            names.stream(spec.stream_key), consumer_config(names, spec, max_deliver)
+        await _ensure_consumer(
+            js, names.stream(spec.stream_key), consumer_config(names, spec, max_deliver)
         )
-    await _ensure_kv(js, names.robots_bucket, ttl=DAY)
-    await _ensure_kv(js, names.sources_bucket, ttl=0)
-    await _ensure_kv(js, names.proxies_bucket, ttl=0)
-    await _ensure_kv(js, names.cookies_bucket, ttl=COOKIE_TTL)
+    await _ensure_kv(js, names.robots_bucket, ttl=DAY, replicas=replicas)
+    await _ensure_kv(js, names.sources_bucket, ttl=0, replicas=replicas)
+    await _ensure_kv(js, names.proxies_bucket, ttl=0, replicas=replicas)
+    await _ensure_kv(js, names.cookies_bucket, ttl=COOKIE_TTL, replicas=replicas)
     try:
         await js.object_store(names.large_payload_bucket)
     except nats.js.errors.BucketNotFoundError:
-        await js.create_object_store(names.large_payload_bucket)
+        await js.create_object_store(
+            config=api.ObjectStoreConfig(bucket=names.large_payload_bucket, replicas=replicas),
+            bucket=names.large_payload_bucket,
+        )
+    await _ensure_replicas(js, f"OBJ_{names.large_payload_bucket}", replicas)
+
+
+# What a cluster answers while it elects its JetStream leaders (starting, or a node just died).
+# Not found too: provisioning creates whatever is missing, so a stream it just created and a
+# node does not know yet is the cluster catching up.
+_NOT_READY: tuple[type[BaseException], ...] = (
+    nats.js.errors.ServiceUnavailableError,
+    nats.js.errors.NotFoundError,
+    nats.errors.TimeoutError,
+    nats.errors.NoRespondersError,
+    TimeoutError,
+)
+
+
+async def provision_when_ready(
+    js: JetStreamContext,
+    names: Names,
+    *,
+    max_deliver: int = 5,
+    replicas: int = 1,
+    timeout: float = 120.0,
+) -> None:
+    """``provision``, retried while JetStream is not ready (a cluster starting beside the
+    services, a node dying meanwhile) for up to ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    delay = 0.25
+    while True:
+        try:
+            await provision(js, names, max_deliver=max_deliver, replicas=replicas)
+            return
+        except _NOT_READY as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("jetstream not ready: %s", exc, extra={"action": "provision_retry"})
+            await asyncio.sleep(delay)
+            delay = min(5.0, delay * 2)
 
 
 async def _ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
     assert config.name is not None  # stream_configs names every stream
     try:
-        await js.stream_info(config.name)
+        info = await js.stream_info(config.name)
     except nats.js.errors.NotFoundError:
         await js.add_stream(config)
         log.info("stream created", extra={"action": "stream_created", "stream": config.name})
         return
-    await js.update_stream(config)
+    if _differs(config, info.config):
+        await js.update_stream(config)
 
 
-async def _ensure_kv(js: JetStreamContext, bucket: str, *, ttl: float) -> None:
+async def _ensure_consumer(js: JetStreamContext, stream: str, config: api.ConsumerConfig) -> None:
+    assert config.durable_name is not None  # consumer_config names every consumer
+    try:
+        info = await js.consumer_info(stream, config.durable_name)
+    except nats.js.errors.NotFoundError:
+        await js.add_consumer(stream, config)
+        return
+    if _differs(config, info.config):
+        await js.add_consumer(stream, config)  # applies the changed config
+
+
+def _differs(wanted: api.StreamConfig | api.ConsumerConfig, current: Any) -> bool:
+    """Whether the server's config differs in a field ``wanted`` sets. Only a change is
+    written: on a cluster every update is a round of the meta group, and every service runs
+    provisioning at every start."""
+    have = current.as_dict()
+    return any(have.get(key) != value for key, value in wanted.as_dict().items())
+
+
+async def _ensure_kv(js: JetStreamContext, bucket: str, *, ttl: float, replicas: int) -> None:
     try:
         await js.key_value(bucket)
     except nats.js.errors.BucketNotFoundError:
-        await js.create_key_value(bucket=bucket, ttl=ttl or None, direct=True, history=1)
+        await js.create_key_value(
+            bucket=bucket, ttl=ttl or None, direct=True, history=1, replicas=replicas
+        )
+        return
+    await _ensure_replicas(js, f"KV_{bucket}", replicas)
+
+
+async def _ensure_replicas(js: JetStreamContext, stream: str, replicas: int) -> None:
+    """Scale a bucket's stream (``KV_<bucket>``, ``OBJ_<bucket>``) to ``replicas``."""
+    config = (await js.stream_info(stream)).config
+    if config.num_replicas != replicas:
+        config.num_replicas = replicas
+        await js.update_stream(config)
+        log.info(
+            "bucket scaled",
+            extra={"action": "bucket_scaled", "stream": stream, "replicas": replicas},
+        )
 
 
 async def teardown(js: JetStreamContext, names: Names) -> None:

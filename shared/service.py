@@ -32,11 +32,13 @@ from shared.bus import connect
 from shared.channels import Channel
 from shared.consumer import BatchConsumer, BatchHandler, Consumer, Handler, Options
 from shared.db import open_pool
+from shared.health import Health
+from shared.leases import Lease
 from shared.logs import setup_logging
 from shared.metrics import Metrics, MetricsEndpoint
 from shared.names import Names
-from shared.periodic import Leadership, Tick, every, named
-from shared.provision import provision
+from shared.periodic import Tick, every, named
+from shared.provision import provision_when_ready
 from shared.settings import Settings
 from shared.telemetry import setup_tracing, shutdown_tracing
 
@@ -119,7 +121,7 @@ class DbRuntime(Runtime):
     """The runtime of a service with a database (scheduler, refresher, the admin API)."""
 
     pool: asyncpg.Pool
-    _leadership: Leadership | None = field(default=None, init=False, repr=False)
+    _leadership: Lease | None = field(default=None, init=False, repr=False)
 
     def every(
         self, interval: float, tick: Tick, *, cluster: bool = False
@@ -127,14 +129,14 @@ class DbRuntime(Runtime):
         """A task for ``start()`` to return: ``tick`` now and every ``interval`` seconds.
 
         ``cluster=True``: the tick runs on one replica of the service at a time, the one
-        holding its Postgres advisory lock (stale recovery, progress events: once per cluster,
-        not once per replica)."""
+        holding its lease (``shared.leases``: stale recovery, progress events once per
+        cluster, not once per replica)."""
         if not cluster:
             return super().every(interval, tick)
         name = getattr(tick, "__name__", "tick")
         if self._leadership is None:
             scope = f"trawl:{self.names.ns}:{self.service}"
-            self._leadership = Leadership(self.pool, scope)
+            self._leadership = Lease(self.pool, scope, self.settings.instance)
         task = every(interval, tick, self.stop, name=name, leadership=self._leadership)
         return named(task, f"every:{name}")
 
@@ -157,11 +159,20 @@ async def serve(
         loop.add_signal_handler(sig, stop.set)
 
     async with AsyncExitStack() as stack:
+        # First, so that a slow start-up (a cluster electing leaders) is alive, not ready.
+        health = None
+        if settings.health_listen:
+            health = Health(stop)
+            health_url = await health.start(settings.health_listen)
+            stack.push_async_callback(health.close)
+            log.info("health at %s", health_url, extra={"action": "health_listening"})
         nc = await connect(settings.nats_url, name=f"trawl-{service}-{settings.instance}")
         stack.push_async_callback(_drain, nc)
         js = nc.jetstream(timeout=10)
         names = Names(settings.namespace)
-        await provision(js, names, max_deliver=settings.max_deliver)
+        await provision_when_ready(
+            js, names, max_deliver=settings.max_deliver, replicas=settings.stream_replicas
+        )
         metrics, metrics_url = Metrics.disabled(), None
         if settings.metrics_listen:
             endpoint = MetricsEndpoint(service, settings.instance, js, names)
@@ -170,7 +181,11 @@ async def serve(
             stack.push_async_callback(endpoint.close)
         rt: Runtime
         if needs_db:
-            pool = await open_pool(settings.database_url)
+            pool = await open_pool(
+                settings.database_url,
+                max_size=settings.db_pool_size,
+                transaction_pooling=settings.transaction_pooling,
+            )
             stack.push_async_callback(pool.close)
             rt = DbRuntime(service, settings, names, nc, js, stop, metrics=metrics, pool=pool)
         else:
@@ -178,6 +193,8 @@ async def serve(
         await _register_micro(rt, stack, metrics_url)
         coros = await start(rt)
         tasks = [asyncio.create_task(c, name=f"{service}:{_name(c)}") for c in coros]
+        if health is not None:
+            health.started(nc, tasks)
         log.info(
             "service started",
             extra={

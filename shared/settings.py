@@ -13,8 +13,18 @@ from shared.errors import ConfigError
 # Every variable trawl reads, with its default. compose.yaml and the docs are checked against
 # this table by a test, so a renamed variable cannot silently drift.
 ENV_DEFAULTS: dict[str, str] = {
+    # One URL, or every server of a cluster comma-separated: the client reconnects to survivors.
     "NATS_URL": "nats://127.0.0.1:4222",
     "DATABASE_URL": "postgresql://root@127.0.0.1:5432/trawl",
+    # `session`: a direct connection (or a session pooler). `transaction`: PgBouncer in
+    # transaction mode; no prepared-statement cache, every statement in a transaction.
+    "TRAWL_DB_POOL_MODE": "session",
+    # Connections per replica's pool (the connection budget is this × replicas, docs/deploy.md).
+    "TRAWL_DB_POOL_SIZE": "10",
+    # JetStream replicas of every stream, KV and object-store bucket: 1, or 3 on a cluster.
+    "TRAWL_STREAM_REPLICAS": "1",
+    # host:port of a worker's health endpoint (`/livez`, `/readyz`). Empty = off.
+    "TRAWL_HEALTH_LISTEN": "",
     "TRAWL_NAMESPACE": "trawl",
     "TRAWL_API_LISTEN": "127.0.0.1:8686",
     "TRAWL_API_TOKEN": "",
@@ -36,6 +46,8 @@ ENV_DEFAULTS: dict[str, str] = {
 # Standard OpenTelemetry variables are read by the SDK itself; listed so the checks know them.
 OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_SERVICE_NAME", "OTEL_TRACES_EXPORTER")
 
+POOL_MODES = ("session", "transaction")
+
 _NAMESPACE_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
 
@@ -55,6 +67,10 @@ class Settings:
     instance: str
     metrics_listen: str = ""
     proxy_networks: tuple[str, ...] = ()
+    db_pool_mode: str = "session"
+    db_pool_size: int = 10
+    stream_replicas: int = 1
+    health_listen: str = ""
     # TRAWL_SECRET_* variables: values API request headers may reference (never sent in messages)
     secrets: Mapping[str, str] = field(default_factory=dict)
 
@@ -87,7 +103,25 @@ class Settings:
             secrets={k: v for k, v in env.items() if k.startswith("TRAWL_SECRET_")},
             metrics_listen=_listen(get, "TRAWL_METRICS_LISTEN"),
             proxy_networks=_networks(get, "TRAWL_PROXY_NETWORKS"),
+            db_pool_mode=_choice(get, "TRAWL_DB_POOL_MODE", POOL_MODES),
+            db_pool_size=_int(get, "TRAWL_DB_POOL_SIZE"),
+            stream_replicas=_replicas(get, "TRAWL_STREAM_REPLICAS"),
+            health_listen=_listen(get, "TRAWL_HEALTH_LISTEN"),
         )
+
+    @property
+    def nats_servers(self) -> list[str]:
+        """Every server URL of ``NATS_URL`` (comma-separated for a cluster)."""
+        return nats_servers(self.nats_url)
+
+    @property
+    def transaction_pooling(self) -> bool:
+        """Postgres is reached through a pooler in transaction mode (PgBouncer)."""
+        return self.db_pool_mode == "transaction"
+
+
+def nats_servers(url: str) -> list[str]:
+    return [part.strip() for part in url.split(",") if part.strip()]
 
 
 def _int(get, name: str) -> int:
@@ -121,3 +155,18 @@ def _listen(get, name: str) -> str:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"{name}={raw!r}: use host:port, e.g. 127.0.0.1:9464 (port 0 = any)")
     return raw
+
+
+def _choice(get, name: str, choices: tuple[str, ...]) -> str:
+    raw = get(name).strip().lower()
+    if raw not in choices:
+        raise ConfigError(f"{name}={raw!r}: use one of {', '.join(choices)}")
+    return raw
+
+
+def _replicas(get, name: str) -> int:
+    """JetStream keeps 1 to 5 copies of a stream; an even count buys nothing over one fewer."""
+    value = _int(get, name)
+    if value > 5:
+        raise ConfigError(f"{name}={value}: JetStream allows 1 to 5 replicas (3 for a cluster)")
+    return value

@@ -154,10 +154,12 @@ async def apply_results(
         async with conn.transaction():
             return await _apply(conn, results, replay=replay)
     except store.NoStagingTables:
-        # A new session: create its staging tables (outside the transaction, so they stay),
-        # and go again. A table that is still missing after that is a real error.
-        await store.create_staging(conn)
+        # A new session: create its staging tables and go again. Created in the transaction
+        # that uses them: behind a transaction-mode pooler (PgBouncer) the next transaction
+        # may run on another server session. Temp tables outlive the commit (only their rows
+        # go), so this happens once per server session. Still missing after that: a real error.
         async with conn.transaction():
+            await store.create_staging(conn)
             return await _apply(conn, results, replay=replay)
 
 

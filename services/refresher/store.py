@@ -70,7 +70,7 @@ async def all_queries(conn: Conn) -> dict[str, str]:
 
 # -- applying parse results (products.py) -------------------------------------------------------
 async def create_staging(conn: Conn) -> None:
-    """The session's staging tables; outside a transaction, so they outlive it."""
+    """The session's staging tables (temporary: they outlive a transaction, not the session)."""
     for name in ("create_staged_results", "create_staged_products", "create_staged_snapshots"):
         await conn.execute(_Q[name])
 

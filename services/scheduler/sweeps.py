@@ -1,6 +1,6 @@
 """The scheduler's periodic upkeep, one named task each (``Runtime.every``).
 
-Cluster-wide (one replica at a time, the one holding the scheduler's advisory lock):
+Cluster-wide (one replica at a time, the one holding the scheduler's lease, shared.leases):
 
 - ``recover_stale_entries``: work dispatched without a result within the visibility timeout
   goes back to pending (SKIP LOCKED would make it safe on every replica, but one pass over the

@@ -1,5 +1,5 @@
 """The scheduler's periodic tasks across replicas: the cluster-wide ones run on one replica at a
-time (a Postgres advisory lock), so two schedulers publish one progress event per interval for
+time (a lease row in Postgres), so two schedulers publish one progress event per interval for
 a running job, not two; and when the leading replica stops, the other takes over."""
 
 from __future__ import annotations

@@ -59,6 +59,13 @@ STORES = [
         re.compile(r"""\b_Q\[["']([a-z_][a-z0-9_]*)["']\]"""),
         _refresher,
     ),
+    Store(
+        "leases",
+        ROOT / "shared/leases.sql",
+        ROOT / "shared/leases.py",
+        re.compile(r"""\b_Q\[["']([a-z_][a-z0-9_]*)["']\]"""),
+        _as_written(ROOT / "shared/leases.sql"),
+    ),
 ]
 
 

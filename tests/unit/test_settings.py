@@ -48,3 +48,34 @@ def test_every_name_is_prefixed_by_the_namespace() -> None:
         names.payload_stream,
     ]
     assert all(b.startswith("shop1_") for b in buckets)
+
+
+def test_cluster_settings() -> None:
+    s = Settings.from_env(
+        {
+            "NATS_URL": "nats://a:4222, nats://b:4222,nats://c:4222",
+            "TRAWL_STREAM_REPLICAS": "3",
+            "TRAWL_DB_POOL_MODE": "Transaction",
+            "TRAWL_DB_POOL_SIZE": "5",
+        }
+    )
+    assert s.nats_servers == ["nats://a:4222", "nats://b:4222", "nats://c:4222"]
+    assert (s.stream_replicas, s.transaction_pooling, s.db_pool_size) == (3, True, 5)
+    default = Settings.from_env({})
+    assert default.nats_servers == ["nats://127.0.0.1:4222"]
+    assert (default.stream_replicas, default.transaction_pooling) == (1, False)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TRAWL_STREAM_REPLICAS", "7"),
+        ("TRAWL_STREAM_REPLICAS", "0"),
+        ("TRAWL_DB_POOL_MODE", "statement"),
+        ("TRAWL_DB_POOL_SIZE", "-1"),
+        ("TRAWL_HEALTH_LISTEN", "8080"),
+    ],
+)
+def test_cluster_settings_are_validated(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_env({name: value})
