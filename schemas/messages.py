@@ -232,8 +232,13 @@ class DeadLetter(Message, tag="dead_letter", kw_only=True, frozen=True):
     reason: str
     num_delivered: int = 0
     data: str = ""  # the original body, decoded as UTF-8 with replacement
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = {}  # the original's own headers (never the transport's Nats-*)
     at: float = 0.0
+    # Where the original was: its sequence in ``stream``, and its size in bytes. A body too
+    # large for the letter to fit the max payload is cut (``truncated``): never requeue that.
+    stream_seq: int | None = None
+    size: int = 0
+    truncated: bool = False
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = (

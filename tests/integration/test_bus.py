@@ -142,3 +142,73 @@ async def test_batch_mode_acks_a_batch_and_isolates_the_culprit(nc, namespace):
     assert sorted(set(handled)) == sorted(f"s{i}" for i in range(10))
     info = await js.consumer_info(names.stream(n.TRIGGER), spec.durable(names))
     assert info.num_ack_pending == 0 and info.num_pending == 0
+
+
+# What broke the consumers before (issue 17, defects 1 and 2): exceptions msgspec raises beyond
+# its own, a body whose letter would exceed the max payload, and a transport header that made
+# the DLQ refuse the letter. Each is a (body, headers) pair on the trigger subject.
+def _hostile_bodies(names: Names) -> dict[str, tuple[bytes, dict[str, str] | None]]:
+    return {
+        "deep nesting": (b'{"source": "a", "x": ' + b"[" * 20_000, None),
+        "invalid UTF-8 in a string": (b'{"source": "caf\xff\xfe"}', None),
+        "oversize body": (b'{"source": "' + b"\x01" * 900_000 + b'", "x": [}', None),
+        "transport header": (
+            b"{not json",
+            {"Nats-Expected-Stream": names.stream(n.TRIGGER), "Nats-Msg-Id": "m-1"},
+        ),
+    }
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["consumer", "batch"])
+async def test_whatever_the_decoder_raises_is_dead_lettered_and_the_letter_fits(
+    nc, namespace, batch
+):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names, max_deliver=2)
+    handled: list[str] = []
+
+    async def one(d: Delivery[Trigger]) -> None:
+        handled.append(d.body.source)
+
+    async def many(ds: list[Delivery[Trigger]]) -> None:
+        handled.extend(d.body.source for d in ds)
+
+    stop = asyncio.Event()
+    consumer: Consumer[Trigger] | BatchConsumer[Trigger] = (
+        BatchConsumer(nc, js, names, TRIGGERS, "scheduler", many, stop=stop, batch=50)
+        if batch
+        else Consumer(nc, js, names, TRIGGERS, "scheduler", one, stop=stop)
+    )
+    hostile = _hostile_bodies(names)
+    # Good messages around the bad ones: a batch must not lose them.
+    await nc.publish(names.trigger, encode(Trigger(source="before")))
+    for body, headers in hostile.values():
+        await nc.publish(names.trigger, body, headers={"X-Origin": "test", **(headers or {})})
+    await nc.publish(names.trigger, encode(Trigger(source="after")))
+    await nc.flush()
+    task = asyncio.create_task(consumer.run())
+    try:
+        letters = await dead_letters(js, names, len(hostile))
+    finally:
+        stop.set()
+        await task
+    assert sorted(handled) == ["after", "before"]
+    assert len(letters) == len(hostile)
+    reasons = [letter.reason for letter, _ in letters]
+    assert all(r.startswith("malformed message") for r in reasons), reasons
+    assert any("RecursionError" in r for r in reasons), reasons
+    assert any("UnicodeDecodeError" in r for r in reasons), reasons
+    # Published 1 (good), 2..5 (hostile, in order), 6 (good): each letter names its original.
+    sizes = {i: len(body) for i, (body, _) in enumerate(hostile.values(), start=2)}
+    assert {letter.stream_seq: letter.size for letter, _ in letters} == sizes
+    for letter, headers in letters:
+        assert letter.headers.get("X-Origin") == "test"
+        assert not any(k.lower().startswith("nats-") for k in letter.headers), letter.headers
+        assert headers[n.DLQ_REASON]
+    big = next(letter for letter, _ in letters if letter.size > 800_000)
+    assert big.truncated and len(big.data) < big.size
+    small = [letter for letter, _ in letters if letter is not big]
+    assert not any(letter.truncated for letter in small)
+    info = await js.consumer_info(consumer.stream, consumer.durable)
+    assert info.num_ack_pending == 0 and info.num_pending == 0
