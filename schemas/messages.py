@@ -206,6 +206,9 @@ class ParseResult(Message, tag="parse_result", kw_only=True, frozen=True):
     not_modified: bool = False  # 304: the page's products count as seen
     error: str | None = None  # the page could not be parsed; recorded, never fatal
     products: list[Product] = []  # an API page lists many products (``product`` stays None)
+    # The page's result could not be published (too large even capped, say): ``error`` says
+    # why; the entry fails instead of waiting for a result that never comes.
+    failed: bool = False
 
     def sightings(self) -> list[Product]:
         """Every product the page showed: its main product and the listed ones."""
