@@ -460,6 +460,10 @@ class BatchConsumer(Subscriber[T]):
         deliveries = [d for d in [await self._decode(msg) for msg in msgs] if d is not None]
         if not deliveries:
             return
+        if len(deliveries) == 1:  # its fate is the single message's: no fallback to run twice
+            (d,) = deliveries
+            await self._settle(d, functools.partial(self.handler, deliveries))
+            return
         spans = [start_consumer_span(d.msg.subject, d.msg.headers) for d in deliveries]
         try:
             await self.handler(deliveries)

@@ -95,8 +95,7 @@ def check_claim(entry: asyncpg.Record | None, attempt: Attempt) -> None:
     actual = (entry["job_id"], entry["source"], entry["url"])
     if claimed != actual:
         raise Poison(
-            f"forged result: entry {attempt.entry_id} is (job, source, url) {actual}, "
-            f"not {claimed}"
+            f"forged result: entry {attempt.entry_id} is (job, source, url) {actual}, not {claimed}"
         )
     if not 1 <= attempt.number <= entry["attempts"]:
         raise Poison(
