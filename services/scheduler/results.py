@@ -89,6 +89,8 @@ _RETRYABLE = {"blocked", "server_error", "timeout", "network_error", "no_proxy",
 def check_claim(entry: asyncpg.Record | None, attempt: Attempt) -> None:
     """Raise ``Poison`` unless ``attempt`` is one the scheduler dispatched: its entry exists,
     in its job, of its source, at its URL, and its number is among the entry's attempts."""
+    if attempt.replay is not None:
+        raise Poison("forged result: replays are applied in-process, never published")
     if entry is None:
         raise Poison(f"forged or orphan result: no entry {attempt.entry_id}")
     claimed = (attempt.job_id, attempt.source, attempt.url)
