@@ -88,8 +88,8 @@ def dead_letter(
     data = encode(letter)
     keep = len(text)
     while len(data) > budget and keep > 0:
-        # JSON escapes may make a character up to 12 bytes: cut by the overshoot, then check.
-        over = len(data) - budget
-        keep = max(0, keep - max(over, keep // 8))
+        # A character takes 1 to 12 bytes once escaped: keep the share that fits at the
+        # average so far, then check again (the envelope makes it overshoot a little).
+        keep = min(keep - 1, keep * budget // len(data))
         data = encode(msgspec.structs.replace(letter, data=text[:keep], truncated=True))
     return data, dlq_headers

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+from types import SimpleNamespace
+from typing import Any, cast
 
+import msgspec
 import nats.js.errors
 import pytest
 
-from schemas.messages import Trigger
+from schemas.messages import Attempt, ParseResult, Product, Trigger
+from services.parser.service import Parser
 from shared import names as n
-from shared.bus import encode
-from shared.channels import TRIGGERS
+from shared.bus import Unpublishable, encode, send
+from shared.channels import PARSE_RESULTS, TRIGGERS
 from shared.consumer import BatchConsumer, Consumer, Delivery
 from shared.errors import Poison
+from shared.metrics import Metrics
 from shared.names import Names
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.provision import consumer_specs, provision
@@ -212,3 +217,50 @@ async def test_whatever_the_decoder_raises_is_dead_lettered_and_the_letter_fits(
     assert not any(letter.truncated for letter in small)
     info = await js.consumer_info(consumer.stream, consumer.durable)
     assert info.num_ack_pending == 0 and info.num_pending == 0
+
+
+async def test_a_message_no_retry_can_publish_raises_unpublishable(nc, namespace):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names)
+    attempt = Attempt(entry_id=1, job_id=1, source="s", url="http://127.0.0.2/p")
+    huge = ParseResult(attempt=attempt, product=Product(key="K", name="N" * 2_000_000))
+    surrogate = ParseResult(attempt=attempt, product=Product(key="K", name="\ud800"))
+    for message in (huge, surrogate):
+        with pytest.raises(Unpublishable):
+            await send(js, names, PARSE_RESULTS, message)
+
+
+async def test_the_parser_publishes_what_it_can_and_a_failure_when_nothing_fits(nc, namespace):
+    """Scrubbed when that is enough; else a failed result with the reason (the entry must end)."""
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names)
+    parser = Parser(cast(Any, SimpleNamespace(js=js, names=names, metrics=Metrics.disabled())))
+    sub = await js.pull_subscribe(
+        names.parsed, durable=names.consumer("scheduler", n.PARSED), stream=names.stream(n.PARSED)
+    )
+
+    async def published() -> ParseResult:
+        (msg,) = await sub.fetch(1, timeout=10)
+        await msg.ack()
+        return msgspec.json.decode(msg.data, type=ParseResult)
+
+    def attempt(entry_id: int) -> Attempt:
+        return Attempt(entry_id=entry_id, job_id=1, source="s", url="http://127.0.0.2/p")
+
+    bad_name = Product(key="K", name="Saw \ud800 blade", brand="B" * 2_000_000)
+    await parser.publish(ParseResult(attempt=attempt(1), product=bad_name))
+    scrubbed = await published()
+    assert scrubbed.product is not None and scrubbed.product.name == "Saw ? blade"
+    assert not scrubbed.failed
+
+    # Too much even scrubbed: 600 products, cut to 500 of 2 KB each, still over 1 MB.
+    many = [
+        Product(key=f"K{i}", name="x" * 2000, attributes={"a" * 10: "v" * 20_000})
+        for i in range(600)
+    ]
+    await parser.publish(ParseResult(attempt=attempt(2), products=many))
+    failed = await published()
+    assert failed.failed and failed.products == [] and failed.attempt == attempt(2)
+    assert failed.error is not None and failed.error.startswith("result not publishable")

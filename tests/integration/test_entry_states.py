@@ -446,3 +446,14 @@ async def test_a_parse_result_the_parser_could_not_publish_fails_the_entry(
         == "result not publishable: too large"
     )
     assert await crawl.complete()
+
+
+async def test_a_fetch_result_the_fetcher_could_not_publish_fails_the_entry_at_once(
+    crawl: Crawl,
+) -> None:
+    work = (await crawl.dispatch())[SEED]
+    applied = await crawl.fetched(work, "unpublishable", error="result not publishable: ...")
+    assert applied == Applied(crawl.job_id, terminal=True, state="failed")
+    entry = (await crawl.snapshot()).entries[SEED]
+    assert (entry["state"], entry["last_outcome"]) == ("failed", "unpublishable")
+    assert await crawl.complete()
