@@ -17,7 +17,7 @@ from services.refresher.products import Applied, ParsedProducts, apply_results
 from shared.bus import send
 from shared.channels import JOB_EVENTS, PARSE_RESULTS
 from shared.consumer import Delivery, Subscriber
-from shared.errors import Poison, Retry
+from shared.errors import Retry
 from shared.metrics import Metrics
 from shared.service import DbRuntime
 from shared.sources import source_from_dict
@@ -85,12 +85,11 @@ class Refresher:
     async def on_parsed_batch(self, deliveries: list[Delivery[ParsedProducts]]) -> None:
         """A pulled batch in one transaction; the consumer acks it after the commit. A result
         the frontier does not back is ``Poison``: the batch goes again one by one (the
-        consumer's rule), so the others are applied and only it is dead-lettered."""
+        consumer's rule), so the others are applied and only it is dead-lettered (or retried,
+        when its dispatch may not be visible yet: claims.py)."""
         results = [d.body for d in deliveries]
         async with self.pool.acquire() as conn:
-            bad = await unclaimed(conn, [r.attempt for r in results])
-        if bad:
-            raise Poison("; ".join(bad.values()))
+            await unclaimed(conn, [r.attempt for r in results])
         await self.apply(results)
 
     async def apply(self, results: Sequence[ParsedProducts]) -> Applied:
