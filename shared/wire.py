@@ -20,9 +20,12 @@ MAX_ITEMS = 2000  # entries of a list or a map
 
 
 def clean(value: str, limit: int = MAX_TEXT) -> str:
-    """``value`` as valid UTF-8 text (each lone surrogate replaced by ``?``), cut at ``limit``."""
+    """``value`` as valid UTF-8 text (each lone surrogate replaced by ``?``) without NULs
+    (PostgreSQL's text cannot hold one), cut at ``limit``."""
     if len(value) > limit:
         value = value[:limit]
+    if "\x00" in value:
+        value = value.replace("\x00", "")
     if value.isascii():
         return value
     return value.encode("utf-8", "replace").decode("utf-8")

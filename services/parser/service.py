@@ -57,15 +57,34 @@ class JobSourceCache:
 MAX_FIELD = 4096  # characters of a product's text field: a longer one is a page's accident
 
 
+def _safe_text(value: str) -> str:
+    return value[:MAX_FIELD].replace("\x00", "")
+
+
+def _unsafe(value: object) -> bool:
+    """A text field PostgreSQL cannot store (a NUL) or too long to be data (a 2 MB name made a
+    result over the max payload); a map of text with such a key or value."""
+    if isinstance(value, str):
+        return len(value) > MAX_FIELD or "\x00" in value
+    if isinstance(value, dict):
+        return any(_unsafe(k) or _unsafe(v) for k, v in value.items())
+    return False
+
+
 def capped(product: Product) -> Product:
-    """``product`` with every text field cut at ``MAX_FIELD`` characters (a 2 MB name made a
-    result over the max payload). One pass over its fields; a copy only when one is long."""
-    long = {
-        f: v[:MAX_FIELD]
-        for f, v in zip(product.__struct_fields__, msgspec.structs.astuple(product), strict=True)
-        if isinstance(v, str) and len(v) > MAX_FIELD
-    }
-    return msgspec.structs.replace(product, **long) if long else product
+    """``product`` with every text field cut at ``MAX_FIELD`` characters and without NULs. One
+    pass over its fields; a copy only when one needs it."""
+    fixes: dict[str, object] = {}
+    for name, value in zip(
+        product.__struct_fields__, msgspec.structs.astuple(product), strict=True
+    ):
+        if not _unsafe(value):
+            continue
+        if isinstance(value, str):
+            fixes[name] = _safe_text(value)
+        else:
+            fixes[name] = {_safe_text(k): _safe_text(v) for k, v in value.items()}
+    return msgspec.structs.replace(product, **fixes) if fixes else product
 
 
 class Counts:
@@ -154,7 +173,7 @@ class Parser:
             body = await self.store.get(ref)
         except PayloadNotFound as exc:
             self.counts.errors.add()
-            return ParseResult(**base, not_modified=not_modified, error=str(exc))
+            return ParseResult(**base, not_modified=not_modified, error=clean(str(exc), 2000))
         content_type = fetched.content_type
         if content_type and fetched.charset:
             content_type = f"{content_type}; charset={fetched.charset}"
@@ -174,7 +193,7 @@ class Parser:
                 "parse failed",
                 extra={"action": "parse_error", "url": attempt.url, "error": repr(exc)},
             )
-            return ParseResult(**base, error=f"{type(exc).__name__}: {exc}")
+            return ParseResult(**base, error=clean(f"{type(exc).__name__}: {exc}", 2000))
         self.counts.pages.add()
         self.counts.products.add(len(page.products) + (page.product is not None))
         await asyncio.sleep(0)  # parsing is CPU-bound: let acks and fetches through
@@ -182,9 +201,10 @@ class Parser:
             **base,
             product=capped(page.product) if page.product is not None else None,
             products=[capped(p) for p in page.products],
-            links=list(page.links),
+            # A NUL in a URL would fail the scheduler's insert of the whole page's links.
+            links=[link for link in page.links if "\x00" not in link.url],
             not_modified=not_modified,
-            error=page.error,
+            error=clean(page.error, 2000) if page.error else None,
         )
 
 

@@ -58,6 +58,11 @@ PAGES: dict[str, tuple[Page, str, str]] = {
         "SG-1",
         "Saw ? blade",
     ),
+    "/p/nul": (  # a NUL, which PostgreSQL text cannot hold
+        Page([HTML], _product("NUL-1", "", "5.00", raw_name='"Nut\\u0000bolt"')),
+        "NUL-1",
+        "Nutbolt",
+    ),
     "/p/huge-name": (
         Page([HTML], _product("HN-1", "N" * HUGE, "4.00")),
         "HN-1",

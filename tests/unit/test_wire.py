@@ -23,6 +23,7 @@ def test_clean_replaces_lone_surrogates_and_cuts() -> None:
     assert clean("Saw \ud800 blade") == "Saw ? blade"
     assert clean("é" * 10, 4) == "éééé"
     assert clean("plain") == "plain"
+    assert clean("Nut\x00bolt") == "Nutbolt"  # PostgreSQL text cannot hold a NUL
 
 
 def test_exact_keeps_only_values_that_go_back_byte_for_byte() -> None:
