@@ -229,6 +229,9 @@ class ParseResult(Message, tag="parse_result", kw_only=True, frozen=True):
     not_modified: bool = False  # 304: the page's products count as seen
     error: str | None = None  # the page could not be parsed; recorded, never fatal
     products: list[Product] = []  # an API page lists many products (``product`` stays None)
+    # The page's result could not be published (too large even capped, say): ``error`` says
+    # why; the entry fails instead of waiting for a result that never comes.
+    failed: bool = False
 
     def sightings(self) -> list[Product]:
         """Every product the page showed: its main product and the listed ones."""
@@ -255,8 +258,13 @@ class DeadLetter(Message, tag="dead_letter", kw_only=True, frozen=True):
     reason: str
     num_delivered: int = 0
     data: str = ""  # the original body, decoded as UTF-8 with replacement
-    headers: dict[str, str] = {}
+    headers: dict[str, str] = {}  # the original's own headers (never the transport's Nats-*)
     at: float = 0.0
+    # Where the original was: its sequence in ``stream``, and its size in bytes. A body too
+    # large for the letter to fit the max payload is cut (``truncated``): never requeue that.
+    stream_seq: int | None = None
+    size: int = 0
+    truncated: bool = False
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = (

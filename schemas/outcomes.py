@@ -19,6 +19,9 @@ Outcome = Literal[
     "robots_disallowed",
     "unsafe_url",
     "no_proxy",
+    # The reply made a result that cannot be encoded or published even made safe (the
+    # fetcher's own verdict, ``error`` says why): the entry fails, never retried.
+    "unpublishable",
 ]
 OUTCOMES: tuple[str, ...] = Outcome.__args__  # type: ignore[attr-defined]
 RETRYABLE_OUTCOMES = frozenset({"blocked", "server_error", "timeout", "network_error", "no_proxy"})

@@ -58,8 +58,21 @@ async def connect(url: str, *, name: str, attempts: int = -1) -> Client:
     )
 
 
+class Unpublishable(Exception):
+    """A message that can never be published as it is: it does not encode (a lone surrogate in
+    a string) or it exceeds the server's max payload. Retrying cannot help; the publisher makes
+    it safe (``shared.wire.scrubbed``) or publishes what failed instead."""
+
+
 def encode(message: msgspec.Struct) -> bytes:
     return _encoder.encode(message)
+
+
+def _encoded(message: msgspec.Struct) -> bytes:
+    try:
+        return _encoder.encode(message)
+    except (UnicodeEncodeError, msgspec.EncodeError, OverflowError, TypeError) as exc:
+        raise Unpublishable(f"cannot encode {type(message).__name__}: {exc}") from exc
 
 
 async def send(
@@ -104,8 +117,9 @@ async def publish(
     """Publish and await the JetStream ack, retrying timeouts; ``msg_id`` makes retries safe.
 
     By subject: for bytes that go back where they came from (a dead letter retried). A service
-    publishes its messages with ``send``, typed by the channel."""
-    data = message if isinstance(message, bytes) else encode(message)
+    publishes its messages with ``send``, typed by the channel. Raises ``Unpublishable`` for a
+    message that no retry can publish."""
+    data = message if isinstance(message, bytes) else _encoded(message)
     with tracer().start_as_current_span(
         f"{subject} publish",
         kind=SpanKind.PRODUCER,
@@ -118,6 +132,10 @@ async def publish(
             try:
                 await js.publish(subject, data, headers=hdrs)
                 return
+            except nats.errors.MaxPayloadError as exc:
+                raise Unpublishable(
+                    f"{len(data)} bytes exceed the max payload on {subject}"
+                ) from exc
             except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
                 if attempt == attempts:
                     raise
@@ -138,7 +156,7 @@ async def publish_many(
         hdrs = dict(headers) if headers else inject()
         if msg_id:
             hdrs[n.MSG_ID] = msg_id
-        futures.append(await js.publish_async(subject, encode(message), headers=hdrs))
+        futures.append(await js.publish_async(subject, _encoded(message), headers=hdrs))
     if not futures:
         return
     _, pending = await asyncio.wait(futures, timeout=timeout)

@@ -4,9 +4,13 @@ Two kinds of consumer: ``Consumer`` calls its handler once per message, ``BatchC
 per pulled batch (one transaction), falling back to batches of one when a batch fails.
 
 Fate: success → ``ack``; ``Retry(delay)`` → ``nak(delay)``; ``Poison(reason)`` or a body that
-does not decode → DLQ + ``term``; any other exception → ``nak`` with backoff, and DLQ + ``term``
-on the last allowed delivery. Outputs are published by the handler before it returns, so the
-ack always comes after them (at-least-once).
+does not decode (whatever the decoder raises: ``RecursionError`` on deep nesting,
+``UnicodeDecodeError`` on invalid UTF-8 ...) → DLQ + ``term``; any other exception → ``nak``
+with backoff, and DLQ + ``term`` on the last allowed delivery. A dead letter always fits the
+server's max payload (``shared.letters``). A failure of the fate itself (the DLQ refuses the
+letter, NATS is gone) is logged and the message left to redeliver: no task ends with an
+exception nobody retrieves. Outputs are published by the handler before it returns, so the ack
+always comes after them (at-least-once).
 """
 
 from __future__ import annotations
@@ -29,11 +33,11 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
-from schemas.messages import DeadLetter, Message
-from shared import names as n
-from shared.bus import send
-from shared.channels import DEAD_LETTERS, Channel
+from schemas.messages import Message
+from shared.bus import publish
+from shared.channels import Channel
 from shared.errors import Poison, Retry
+from shared.letters import dead_letter
 from shared.metrics import Labels, Metrics
 from shared.names import Names
 from shared.provision import consumer_config, consumer_spec
@@ -264,6 +268,16 @@ class Subscriber(Generic[T]):
         self._inflight.add(task)
 
         def done(t: asyncio.Task[None]) -> None:
+            if not t.cancelled() and (exc := t.exception()) is not None:
+                # The fate itself failed (the DLQ publish, say): the messages are neither acked
+                # nor termed, so JetStream redelivers them after ack_wait.
+                self.metrics.errors.add(1, self.labels)
+                log.error(
+                    "message fate failed, left to redeliver: %r",
+                    exc,
+                    exc_info=exc,
+                    extra={"action": "fate_error", "consumer": self.durable},
+                )
             self._inflight.discard(t)
             self._held -= size
             for _ in range(size):
@@ -301,10 +315,15 @@ class Subscriber(Generic[T]):
         try:
             body = self.decoder.decode(msg.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            upgraded = self.channel.upgrade(msg.data)
+            try:
+                upgraded = self.channel.upgrade(msg.data)
+            except Exception:  # an older shape's decoder fails as oddly as the current one
+                upgraded = None
             if upgraded is not None:
                 return Delivery(upgraded, msg)
             reason = f"malformed message: {exc}"
+        except Exception as exc:  # RecursionError, UnicodeDecodeError: msgspec raises those too
+            reason = f"malformed message: {type(exc).__name__}: {exc}"
         else:
             if body.v <= self.version:
                 return Delivery(body, msg)
@@ -367,29 +386,17 @@ class Subscriber(Generic[T]):
             await msg.ack()
 
     async def _dead_letter(self, msg: Msg, reason: str) -> None:
+        """Publish the letter (cut to fit), then ``term``. If the publish fails, the exception
+        reaches ``_track``'s callback and the message is redelivered."""
+        data, headers = dead_letter(
+            msg, stream=self.spec.stream_key, reason=reason, max_payload=self.nc.max_payload
+        )
+        await publish(self.js, self.names.dlq(self.spec.stream_key), data, headers=headers)
         self.metrics.dead_lettered.add(1, self.labels)
-        headers = dict(msg.headers or {})
-        letter = DeadLetter(
-            stream=self.spec.stream_key,
-            subject=msg.subject,
-            reason=reason[:2000],
-            num_delivered=msg.metadata.num_delivered,
-            data=msg.data.decode("utf-8", "replace"),
-            headers=headers,
-            at=time.time(),
-        )
-        dlq_headers = {k: v for k, v in headers.items() if k != n.MSG_ID}
-        dlq_headers.update(
-            {
-                n.DLQ_REASON: reason[:500],
-                n.DLQ_STREAM: self.spec.stream_key,
-                n.DLQ_SUBJECT: msg.subject,
-                n.DLQ_DELIVERED: str(msg.metadata.num_delivered),
-            }
-        )
-        await send(self.js, self.names, DEAD_LETTERS, letter, headers=dlq_headers)
         log.warning(
-            "dead-lettered: %s", reason, extra={"action": "dead_lettered", "consumer": self.durable}
+            "dead-lettered: %s",
+            reason[:500],
+            extra={"action": "dead_lettered", "consumer": self.durable},
         )
         with contextlib.suppress(nats.errors.Error):
             await msg.term()
@@ -452,6 +459,10 @@ class BatchConsumer(Subscriber[T]):
     async def _process(self, msgs: list[Msg]) -> None:
         deliveries = [d for d in [await self._decode(msg) for msg in msgs] if d is not None]
         if not deliveries:
+            return
+        if len(deliveries) == 1:  # its fate is the single message's: no fallback to run twice
+            (d,) = deliveries
+            await self._settle(d, functools.partial(self.handler, deliveries))
             return
         spans = [start_consumer_span(d.msg.subject, d.msg.headers) for d in deliveries]
         try:

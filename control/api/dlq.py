@@ -49,6 +49,9 @@ class Letter(msgspec.Struct, kw_only=True):
     headers: dict[str, str]
     data: str
     body: Any = None  # the original body decoded as JSON when it is JSON
+    stream_seq: int | None = None  # the original's sequence in its stream
+    size: int = 0  # the original body's size in bytes
+    truncated: bool = False  # ``data`` is only the start of the body (the letter had to fit)
 
 
 class Requeued(msgspec.Struct, kw_only=True):
@@ -92,6 +95,9 @@ def _letter(seq: int, raw: bytes) -> Letter:
         headers=dl.headers,
         data=dl.data,
         body=body,
+        stream_seq=dl.stream_seq,
+        size=dl.size,
+        truncated=dl.truncated,
     )
 
 
@@ -143,6 +149,12 @@ async def requeue(request: web.Request) -> web.Response:
     letter = await _get(rt, seq)
     if letter.stream not in KEYS or not rt.names.owns(letter.subject):
         raise Problem(409, "Conflict", f"letter {seq} has no known origin ({letter.subject})")
+    if letter.truncated:
+        raise Problem(
+            409,
+            "Conflict",
+            f"letter {seq} holds only the start of a {letter.size}-byte body: not requeued",
+        )
     # The original msg id would be swallowed by the stream's duplicate window: use a new one
     # per letter, so requeueing the same letter twice still publishes once.
     headers = {k: v for k, v in letter.headers.items() if k != n.MSG_ID}

@@ -39,13 +39,14 @@ from services.fetcher.robots import RobotsCache
 from services.fetcher.secrets import MissingSecret
 from services.fetcher.secrets import expand as expand_secrets
 from services.fetcher.sessions import Sessions
-from shared.bus import send
+from shared.bus import Unpublishable, send
 from shared.channels import FETCH_RESULTS, FETCH_WORK
 from shared.consumer import Delivery
 from shared.errors import TrawlError
 from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore
 from shared.service import Runtime
+from shared.wire import clean, clean_or_none, exact
 
 log = logging.getLogger("trawl.fetcher")
 
@@ -234,9 +235,31 @@ class Fetcher:
             del self._deliveries[token]
         if joined:
             self.counts.joined.add()
-        await send(
-            self.rt.js, self.rt.names, FETCH_RESULTS, result, msg_id=f"fetched-{work.attempt.id}"
-        )
+        msg_id = f"fetched-{work.attempt.id}"
+        try:
+            await send(self.rt.js, self.rt.names, FETCH_RESULTS, result, msg_id=msg_id)
+        except Unpublishable as exc:
+            # Made safe in _result, and still refused: the attempt ends as unpublishable (the
+            # entry fails with the reason) rather than never reporting at all.
+            log.warning(
+                "fetch result unpublishable",
+                extra={
+                    "action": "result_unpublishable",
+                    "url": work.attempt.url,
+                    "error": str(exc),
+                },
+            )
+            failed = FetchResult(
+                attempt=work.attempt,
+                outcome="unpublishable",
+                status=result.status,
+                error=clean(f"result not publishable: {exc}", 1000),
+                started_at=result.started_at,
+                elapsed_ms=result.elapsed_ms,
+                payload_ref=result.payload_ref,
+                size=result.size,
+            )
+            await send(self.rt.js, self.rt.names, FETCH_RESULTS, failed, msg_id=msg_id)
 
     async def heartbeat(self) -> None:
         """Tell JetStream the fetches still running are alive, so they are not redelivered.
@@ -446,22 +469,24 @@ class Fetcher:
         proxy: Proxy | None = None,
     ) -> FetchResult:
         self.metrics.fetch_result(work.domain, resp.outcome)  # every result, whatever its cause
+        # What the server sent is made safe to encode here (shared.wire): header values with
+        # non-UTF-8 bytes arrive as lone surrogates; validators are sent back only if exact.
         return FetchResult(
             attempt=work.attempt,
             outcome=resp.outcome,  # type: ignore[arg-type]
-            final_url=resp.url if resp.url != work.attempt.url else None,
+            final_url=clean_or_none(resp.url) if resp.url != work.attempt.url else None,
             status=resp.status,
-            error=resp.error,
+            error=clean_or_none(resp.error, 2000),
             started_at=started or time.time(),
             elapsed_ms=resp.elapsed_ms,
             payload_ref=payload_ref,
-            content_type=resp.content_type,
-            charset=resp.charset,
+            content_type=clean_or_none(resp.content_type, 256),
+            charset=exact(resp.charset, 64),
             size=size,
             retry_after=resp.retry_after,
             crawl_delay=crawl_delay,
-            etag=resp.headers.get("ETag"),
-            last_modified=resp.headers.get("Last-Modified"),
+            etag=exact(resp.headers.get("ETag")),
+            last_modified=exact(resp.headers.get("Last-Modified")),
             fingerprint=fingerprint,
             proxy=proxy.id if proxy else None,
         )

@@ -11,11 +11,11 @@ import msgspec
 import nats.js.errors
 from nats.js.kv import KeyValue
 
-from schemas.messages import FetchResult, ParseResult
+from schemas.messages import FetchResult, ParseResult, Product
 from schemas.source import Source
 from services.parser.formats import parse_payload
 from services.parser.page import EXTRACTOR_ERRORS
-from shared.bus import send
+from shared.bus import Unpublishable, send
 from shared.channels import FETCH_RESULTS, PARSE_RESULTS
 from shared.consumer import Delivery
 from shared.errors import Retry
@@ -24,6 +24,7 @@ from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.service import Runtime
 from shared.sources import source_from_dict
+from shared.wire import clean, scrubbed
 
 log = logging.getLogger("trawl.parser")
 
@@ -53,6 +54,39 @@ class JobSourceCache:
         return source
 
 
+MAX_FIELD = 4096  # characters of a product's text field: a longer one is a page's accident
+
+
+def _safe_text(value: str) -> str:
+    return value[:MAX_FIELD].replace("\x00", "")
+
+
+def _unsafe(value: object) -> bool:
+    """A text field PostgreSQL cannot store (a NUL) or too long to be data (a 2 MB name made a
+    result over the max payload); a map of text with such a key or value."""
+    if isinstance(value, str):
+        return len(value) > MAX_FIELD or "\x00" in value
+    if isinstance(value, dict):
+        return any(_unsafe(k) or _unsafe(v) for k, v in value.items())
+    return False
+
+
+def capped(product: Product) -> Product:
+    """``product`` with every text field cut at ``MAX_FIELD`` characters and without NULs. One
+    pass over its fields; a copy only when one needs it."""
+    fixes: dict[str, object] = {}
+    for name, value in zip(
+        product.__struct_fields__, msgspec.structs.astuple(product), strict=True
+    ):
+        if not _unsafe(value):
+            continue
+        if isinstance(value, str):
+            fixes[name] = _safe_text(value)
+        else:
+            fixes[name] = {_safe_text(k): _safe_text(v) for k, v in value.items()}
+    return msgspec.structs.replace(product, **fixes) if fixes else product
+
+
 class Counts:
     """The parser's own counters: shown in its stats (the keys) and served on /metrics."""
 
@@ -72,6 +106,12 @@ class Counts:
             stat="parse_errors",
         )
         self.extractor_errors = metrics.register(EXTRACTOR_ERRORS, stat="extractor_errors")
+        self.unpublishable = count(
+            "trawl.parser.unpublishable",
+            "Parse results that could not be published as built (scrubbed, or sent as failed).",
+            unit="{page}",
+            stat="unpublishable",
+        )
 
 
 class Parser:
@@ -87,9 +127,39 @@ class Parser:
             return  # nothing to parse; the scheduler handles the outcome
         source = await self.sources.get(fetched.attempt.job_id)
         result = await self.parse(fetched, source)
-        await send(
-            self.rt.js, self.rt.names, PARSE_RESULTS, result, msg_id=f"parsed-{fetched.attempt.id}"
+        await self.publish(result)
+
+    async def publish(self, result: ParseResult) -> None:
+        """Publish the page's result; one that cannot be (a lone surrogate from JSON-LD, over
+        the max payload) goes again scrubbed (``shared.wire``), and if even that is refused,
+        as a failed result that says why: the entry must end, not wait for ever."""
+        msg_id = f"parsed-{result.attempt.id}"
+        js, names = self.rt.js, self.rt.names
+        try:
+            await send(js, names, PARSE_RESULTS, result, msg_id=msg_id)
+            return
+        except Unpublishable as exc:
+            first = exc
+        log.warning(
+            "parse result unpublishable, scrubbing it",
+            extra={"action": "result_scrubbed", "url": result.attempt.url, "error": str(first)},
         )
+        self.counts.unpublishable.add()
+        try:
+            await send(
+                js, names, PARSE_RESULTS, scrubbed(result, limit=1024, items=500), msg_id=msg_id
+            )
+            return
+        except Unpublishable as exc:
+            reason = f"result not publishable: {exc}"
+        failed = ParseResult(
+            attempt=result.attempt,
+            payload_ref=result.payload_ref,
+            not_modified=result.not_modified,
+            error=clean(reason, 1000),
+            failed=True,
+        )
+        await send(js, names, PARSE_RESULTS, failed, msg_id=msg_id)
 
     async def parse(self, fetched: FetchResult, source: Source) -> ParseResult:
         attempt = fetched.attempt
@@ -103,7 +173,7 @@ class Parser:
             body = await self.store.get(ref)
         except PayloadNotFound as exc:
             self.counts.errors.add()
-            return ParseResult(**base, not_modified=not_modified, error=str(exc))
+            return ParseResult(**base, not_modified=not_modified, error=clean(str(exc), 2000))
         content_type = fetched.content_type
         if content_type and fetched.charset:
             content_type = f"{content_type}; charset={fetched.charset}"
@@ -123,17 +193,18 @@ class Parser:
                 "parse failed",
                 extra={"action": "parse_error", "url": attempt.url, "error": repr(exc)},
             )
-            return ParseResult(**base, error=f"{type(exc).__name__}: {exc}")
+            return ParseResult(**base, error=clean(f"{type(exc).__name__}: {exc}", 2000))
         self.counts.pages.add()
         self.counts.products.add(len(page.products) + (page.product is not None))
         await asyncio.sleep(0)  # parsing is CPU-bound: let acks and fetches through
         return ParseResult(
             **base,
-            product=page.product,
-            products=list(page.products),
-            links=list(page.links),
+            product=capped(page.product) if page.product is not None else None,
+            products=[capped(p) for p in page.products],
+            # A NUL in a URL would fail the scheduler's insert of the whole page's links.
+            links=[link for link in page.links if "\x00" not in link.url],
             not_modified=not_modified,
-            error=page.error,
+            error=clean(page.error, 2000) if page.error else None,
         )
 
 

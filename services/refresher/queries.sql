@@ -92,6 +92,22 @@ UPDATE products p SET last_seen_at = now(), consecutive_misses = 0, delisted_at 
 FROM unnest($1::text[], $2::text[], $3::bigint[]) AS u(source, url, job_id)
 WHERE p.source = u.source AND p.url = u.url
 
+-- name: claimed_attempts
+-- What the frontier knows of the attempts parse results claim (entry, job, URL): for each claim
+-- in order, its job's source and the entry's attempts so far, or NULLs when no entry of that
+-- job has that id and URL. (Message content is not trusted: products.py checks the rest.)
+SELECT c.i, j.source, split_part(p.attempt_id, '.', 2)::int AS attempts
+FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS c(entry_id, job_id, url, i)
+LEFT JOIN frontier_job_pages p
+  ON p.entry_id = c.entry_id AND p.job_id = c.job_id AND p.url = c.url
+LEFT JOIN frontier_jobs j ON j.job_id = p.job_id
+ORDER BY c.i
+
+-- name: job_products_found
+-- How many products the scheduler counted on a job's pages: what its completion waits for,
+-- read here rather than from the event (whose counters are only a claim).
+SELECT coalesce(sum(product_count), 0) FROM frontier_job_pages WHERE job_id = $1
+
 -- name: count_applied_products
 -- How many of a job's products are applied. Per entry and product: a page fetched twice
 -- (stale recovery) has two attempts applied, but the scheduler counts its products once.

@@ -10,6 +10,7 @@ from typing import Any
 
 from schemas.messages import JobEvent
 from services.refresher import store
+from services.refresher.claims import check_completed, unclaimed
 from services.refresher.images import link_images
 from services.refresher.misses import count_misses
 from services.refresher.products import Applied, ParsedProducts, apply_results
@@ -82,8 +83,14 @@ class Refresher:
         self.counts = Counts(rt.metrics)
 
     async def on_parsed_batch(self, deliveries: list[Delivery[ParsedProducts]]) -> None:
-        """A pulled batch in one transaction; the consumer acks it after the commit."""
-        await self.apply([d.body for d in deliveries])
+        """A pulled batch in one transaction; the consumer acks it after the commit. A result
+        the frontier does not back is ``Poison``: the batch goes again one by one (the
+        consumer's rule), so the others are applied and only it is dead-lettered (or retried,
+        when its dispatch may not be visible yet: claims.py)."""
+        results = [d.body for d in deliveries]
+        async with self.pool.acquire() as conn:
+            await unclaimed(conn, [r.attempt for r in results])
+        await self.apply(results)
 
     async def apply(self, results: Sequence[ParsedProducts]) -> Applied:
         async with self.pool.acquire() as conn:
@@ -100,9 +107,10 @@ class Refresher:
         event = d.body
         if event.event != "completed":
             return
-        expected = event.counters.get("products", 0)
         deadline = time.monotonic() + APPLY_WAIT
         async with self.pool.acquire() as conn:
+            job = check_completed(event, await store.job(conn, event.job_id))
+            expected = await store.job_products_found(conn, event.job_id)
             while True:
                 applied = await store.count_applied_products(conn, event.job_id)
                 if applied >= expected:
@@ -112,9 +120,6 @@ class Refresher:
                         f"job {event.job_id}: {applied}/{expected} products applied", delay=5.0
                     )
                 await asyncio.sleep(0.2)  # products are still arriving on the other consumer
-            job = await store.job(conn, event.job_id)
-            if job is None:
-                raise Retry(f"job {event.job_id} not found", delay=5.0)
             source = source_from_dict(job.definition)
             async with conn.transaction():
                 report = await count_misses(conn, job, source)

@@ -122,6 +122,31 @@ async def count_applied_products(conn: Conn, job_id: int) -> int:
     return int(await conn.fetchval(_Q["count_applied_products"], job_id))
 
 
+async def job_products_found(conn: Conn, job_id: int) -> int:
+    """The products the scheduler counted on the job's pages."""
+    return int(await conn.fetchval(_Q["job_products_found"], job_id))
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What the frontier knows of a claimed attempt's entry: its job's source and its attempts
+    so far; ``None`` when no entry of the claimed job has the claimed id and URL."""
+
+    source: str | None
+    attempts: int | None
+
+
+async def claimed_attempts(conn: Conn, claims: Sequence[tuple[int, int, str]]) -> list[Claimed]:
+    """For each (entry id, job id, url) claimed, in order, what the frontier holds."""
+    rows = await conn.fetch(
+        _Q["claimed_attempts"],
+        [c[0] for c in claims],
+        [c[1] for c in claims],
+        [c[2] for c in claims],
+    )
+    return [Claimed(r["source"], r["attempts"]) for r in rows]
+
+
 # -- misses (misses.py) -------------------------------------------------------------------------
 async def claim_miss_count(conn: Conn, job_id: int, source: str) -> bool:
     """True for the first call of a job; a redelivered completion gets False."""

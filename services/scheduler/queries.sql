@@ -342,12 +342,14 @@ ON CONFLICT (attempt_id) DO NOTHING
 RETURNING 1
 
 -- name: lock_entry_for_fetch
-SELECT state, attempts, domain, parsed FROM entries WHERE id = $1 FOR UPDATE
+-- With what the result claims about it (job, source, URL, attempts dispatched) to check.
+SELECT e.state, e.attempts, e.domain, e.parsed, e.job_id, e.url, j.source
+FROM entries e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1 FOR UPDATE OF e
 
 -- name: lock_entry_for_parse
 -- The entry, locked, with what admitting its links needs of its job (one round trip).
 SELECT e.state, e.attempts, e.parsed, e.pagination_hops, j.priority, j.requested_by,
-       j.status AS job_status
+       j.status AS job_status, e.job_id, e.url, j.source
 FROM entries e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1 FOR UPDATE OF e
 
 -- name: lock_domain_pace
@@ -384,8 +386,10 @@ UPDATE entries SET state = $2, last_outcome = $3, last_status = $4,
 WHERE id = $1
 
 -- name: set_entry_parsed
--- The parse result is in; $4: the fetch result was in too, so the entry closes.
-UPDATE entries SET state = CASE WHEN $4 THEN 'done' ELSE state END, parsed = true,
+-- The parse result is in; $4: the fetch result was in too, so the entry closes; $5: the page's
+-- result could not be published (parse_error says why), so the entry fails whatever comes.
+UPDATE entries
+SET state = CASE WHEN $5 THEN 'failed' WHEN $4 THEN 'done' ELSE state END, parsed = true,
     has_product = $2 > 0, product_count = $2, parse_error = $3, updated_at = now()
 WHERE id = $1
 
@@ -393,13 +397,22 @@ WHERE id = $1
 
 -- name: recover_stale_entries
 -- Work dispatched (or fetched) but without a result within the visibility timeout goes back to
--- pending; returns the entries' domains.
-UPDATE entries SET state = 'pending', updated_at = now()
-WHERE id IN (SELECT id FROM entries
-             WHERE state IN ('dispatched', 'fetched')
-               AND dispatched_at < now() - make_interval(secs => $1)
-             LIMIT 10000 FOR UPDATE SKIP LOCKED)
-RETURNING domain
+-- pending, within the job's retry budget: an entry that has had its 1 + max_retries attempts
+-- fails instead ('lost': no result ever came; a result nobody can publish ends so, see
+-- docs/architecture.md "Message fate"). Returns the entries' domains and new states.
+UPDATE entries e
+SET state = CASE WHEN e.attempts > coalesce((j.definition->'retry'->>'max_retries')::int, 3)
+                 THEN 'failed' ELSE 'pending' END,
+    last_outcome = CASE WHEN e.attempts > coalesce((j.definition->'retry'->>'max_retries')::int, 3)
+                        THEN 'lost' ELSE e.last_outcome END,
+    updated_at = now()
+FROM jobs j
+WHERE j.id = e.job_id
+  AND e.id IN (SELECT id FROM entries
+               WHERE state IN ('dispatched', 'fetched')
+                 AND dispatched_at < now() - make_interval(secs => $1)
+               LIMIT 10000 FOR UPDATE SKIP LOCKED)
+RETURNING e.domain, e.state
 
 -- name: recount_in_flight
 -- In-flight counters are recomputed from the entries (self-healing).

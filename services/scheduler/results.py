@@ -3,6 +3,10 @@
 Every effect is keyed by the attempt id, so a redelivered result changes nothing: the attempt
 row is inserted first and a conflict means "already applied". A result for an attempt that is
 no longer the entry's current one (stale recovery re-dispatched it) is recorded as history only.
+
+A result's content is not trusted (anyone with publish rights could send one): what it claims
+(its entry, job, source, URL and attempt number) must match an attempt the scheduler really
+dispatched, or it is ``Poison`` and dead-lettered with the mismatch as reason.
 """
 
 from __future__ import annotations
@@ -11,7 +15,9 @@ import logging
 import random
 from dataclasses import dataclass
 
-from schemas.messages import FetchResult, ParseResult
+import asyncpg
+
+from schemas.messages import Attempt, FetchResult, ParseResult
 from services.scheduler import store
 from services.scheduler.frontier import Admission, Candidate, image_candidates
 from services.scheduler.jobs import JobSources
@@ -21,6 +27,7 @@ from services.scheduler.retry import capped_wait, retry_delay
 from services.scheduler.seen import JobLinks, SeenLinks
 from services.scheduler.store import Conn
 from shared.api_template import request_key
+from shared.errors import Poison
 
 log = logging.getLogger("trawl.scheduler.results")
 
@@ -42,12 +49,12 @@ async def apply_fetch_result(
 ) -> Applied | None:
     attempt = result.attempt
     async with conn.transaction():
+        entry = await store.results.lock_entry_for_fetch(conn, attempt.entry_id)
+        check_claim(entry, attempt)
+        assert entry is not None
         if not await store.results.insert_attempt(conn, result):
             return None  # a redelivery: already applied
         await record_proxy_outcome(conn, result)
-        entry = await store.results.lock_entry_for_fetch(conn, attempt.entry_id)
-        if entry is None:
-            return None
         source, _ = await job_sources.get(conn, attempt.job_id)
         cap = source.pacing.max_retry_after
         retry_after = capped_wait(result.retry_after, cap)
@@ -80,7 +87,27 @@ async def apply_fetch_result(
         return Applied(attempt.job_id, terminal=state in ("done", "failed"), state=state)
 
 
-_RETRYABLE = {"blocked", "server_error", "timeout", "network_error", "no_proxy"}
+_RETRYABLE = {"blocked", "server_error", "timeout", "network_error", "no_proxy", "unpublishable"}
+
+
+def check_claim(entry: asyncpg.Record | None, attempt: Attempt) -> None:
+    """Raise ``Poison`` unless ``attempt`` is one the scheduler dispatched: its entry exists,
+    in its job, of its source, at its URL, and its number is among the entry's attempts."""
+    if attempt.replay is not None:
+        raise Poison("forged result: replays are applied in-process, never published")
+    if entry is None:
+        raise Poison(f"forged or orphan result: no entry {attempt.entry_id}")
+    claimed = (attempt.job_id, attempt.source, attempt.url)
+    actual = (entry["job_id"], entry["source"], entry["url"])
+    if claimed != actual:
+        raise Poison(
+            f"forged result: entry {attempt.entry_id} is (job, source, url) {actual}, not {claimed}"
+        )
+    if not 1 <= attempt.number <= entry["attempts"]:
+        raise Poison(
+            f"forged result: attempt {attempt.number} of entry {attempt.entry_id} was never "
+            f"dispatched ({entry['attempts']} so far)"
+        )
 
 
 async def _pace_domain(
@@ -135,12 +162,21 @@ async def _apply_parse_result(
 ) -> tuple[Applied | None, int]:
     attempt = result.attempt
     entry = await store.results.lock_entry_for_parse(conn, attempt.entry_id)
-    if entry is None or entry["attempts"] != attempt.number:
-        return None, 0
+    check_claim(entry, attempt)
+    assert entry is not None
+    if entry["attempts"] != attempt.number:
+        return None, 0  # superseded by a later attempt: history
     if entry["parsed"] or entry["state"] not in ("dispatched", "fetched"):
         return None, 0  # a redelivery: already applied
     source, allowed = await job_sources.get(conn, attempt.job_id)
     admitted = 0
+    if result.failed:
+        # The parser could not publish the page's result (docs/architecture.md "Message
+        # fate"): nothing to admit, and the entry fails with the reason, whatever comes next.
+        await store.results.set_entry_parsed(
+            conn, attempt.entry_id, products=0, error=result.error, closes=True, failed=True
+        )
+        return Applied(attempt.job_id, terminal=True, state="failed"), 0
     if entry["job_status"] == "running" and (result.links or result.sightings()):
         admission = Admission(source, allowed)
         boost = job_boost(entry["priority"], entry["requested_by"])

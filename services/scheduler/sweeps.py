@@ -3,8 +3,9 @@
 Cluster-wide (one replica at a time, the one holding the scheduler's lease, shared.leases):
 
 - ``recover_stale_entries``: work dispatched without a result within the visibility timeout
-  goes back to pending (SKIP LOCKED would make it safe on every replica, but one pass over the
-  in-flight entries per interval is enough);
+  goes back to pending, or fails once its attempts exceed the retry budget (SKIP LOCKED would
+  make it safe on every replica, but one pass over the in-flight entries per interval is
+  enough);
 - ``recheck_has_pending``: the backstop for the domains' pending flag (a full scan, 30 s);
 - ``complete_unfinished_jobs``: jobs whose last entry closed without anyone completing them
   (completion is atomic, so this is about not running N scans, not about duplicates);
@@ -63,7 +64,7 @@ class Sweeps:
 
     async def recover_stale_entries(self) -> None:
         async with self.pool.acquire() as conn:
-            recovered = await store.frontier.recover_stale(conn, self.visibility_timeout)
+            recovered, failed = await store.frontier.recover_stale(conn, self.visibility_timeout)
         if recovered:
             log.warning(
                 "recovered %d stale entries",
@@ -71,6 +72,14 @@ class Sweeps:
                 extra={"action": "stale_recovered", "count": recovered},
             )
             self.wake.set()
+        if failed:
+            # Past the retry budget: failed, never re-dispatched (complete_unfinished_jobs
+            # then closes a job whose last entry this was).
+            log.warning(
+                "%d stale entries failed: no result within the retry budget",
+                failed,
+                extra={"action": "stale_failed", "count": failed},
+            )
 
     async def recheck_has_pending(self) -> None:
         """A domain must never starve silently."""

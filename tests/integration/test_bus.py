@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import asyncio
 import os
+from types import SimpleNamespace
+from typing import Any, cast
 
+import msgspec
 import nats.js.errors
 import pytest
 
-from schemas.messages import Trigger
+from schemas.messages import Attempt, ParseResult, Product, Trigger
+from services.parser.service import Parser
 from shared import names as n
-from shared.bus import encode
-from shared.channels import TRIGGERS
+from shared.bus import Unpublishable, encode, send
+from shared.channels import PARSE_RESULTS, TRIGGERS
 from shared.consumer import BatchConsumer, Consumer, Delivery
 from shared.errors import Poison
+from shared.metrics import Metrics
 from shared.names import Names
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.provision import consumer_specs, provision
@@ -142,3 +147,120 @@ async def test_batch_mode_acks_a_batch_and_isolates_the_culprit(nc, namespace):
     assert sorted(set(handled)) == sorted(f"s{i}" for i in range(10))
     info = await js.consumer_info(names.stream(n.TRIGGER), spec.durable(names))
     assert info.num_ack_pending == 0 and info.num_pending == 0
+
+
+# What broke the consumers before (issue 17, defects 1 and 2): exceptions msgspec raises beyond
+# its own, a body whose letter would exceed the max payload, and a transport header that made
+# the DLQ refuse the letter. Each is a (body, headers) pair on the trigger subject.
+def _hostile_bodies(names: Names) -> dict[str, tuple[bytes, dict[str, str] | None]]:
+    return {
+        "deep nesting": (b'{"source": "a", "x": ' + b"[" * 20_000, None),
+        "invalid UTF-8 in a string": (b'{"source": "caf\xff\xfe"}', None),
+        "oversize body": (b'{"source": "' + b"\x01" * 900_000 + b'", "x": [}', None),
+        "transport header": (
+            b"{not json",
+            {"Nats-Expected-Stream": names.stream(n.TRIGGER), "Nats-Msg-Id": "m-1"},
+        ),
+    }
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["consumer", "batch"])
+async def test_whatever_the_decoder_raises_is_dead_lettered_and_the_letter_fits(
+    nc, namespace, batch
+):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names, max_deliver=2)
+    handled: list[str] = []
+
+    async def one(d: Delivery[Trigger]) -> None:
+        handled.append(d.body.source)
+
+    async def many(ds: list[Delivery[Trigger]]) -> None:
+        handled.extend(d.body.source for d in ds)
+
+    stop = asyncio.Event()
+    consumer: Consumer[Trigger] | BatchConsumer[Trigger] = (
+        BatchConsumer(nc, js, names, TRIGGERS, "scheduler", many, stop=stop, batch=50)
+        if batch
+        else Consumer(nc, js, names, TRIGGERS, "scheduler", one, stop=stop)
+    )
+    hostile = _hostile_bodies(names)
+    # Good messages around the bad ones: a batch must not lose them.
+    await nc.publish(names.trigger, encode(Trigger(source="before")))
+    for body, headers in hostile.values():
+        await nc.publish(names.trigger, body, headers={"X-Origin": "test", **(headers or {})})
+    await nc.publish(names.trigger, encode(Trigger(source="after")))
+    await nc.flush()
+    task = asyncio.create_task(consumer.run())
+    try:
+        letters = await dead_letters(js, names, len(hostile))
+    finally:
+        stop.set()
+        await task
+    assert sorted(handled) == ["after", "before"]
+    assert len(letters) == len(hostile)
+    reasons = [letter.reason for letter, _ in letters]
+    assert all(r.startswith("malformed message") for r in reasons), reasons
+    assert any("RecursionError" in r for r in reasons), reasons
+    assert any("UnicodeDecodeError" in r for r in reasons), reasons
+    # Published 1 (good), 2..5 (hostile, in order), 6 (good): each letter names its original.
+    sizes = {i: len(body) for i, (body, _) in enumerate(hostile.values(), start=2)}
+    assert {letter.stream_seq: letter.size for letter, _ in letters} == sizes
+    for letter, headers in letters:
+        assert letter.headers.get("X-Origin") == "test"
+        assert not any(k.lower().startswith("nats-") for k in letter.headers), letter.headers
+        assert headers[n.DLQ_REASON]
+    big = next(letter for letter, _ in letters if letter.size > 800_000)
+    assert big.truncated and len(big.data) < big.size
+    small = [letter for letter, _ in letters if letter is not big]
+    assert not any(letter.truncated for letter in small)
+    info = await js.consumer_info(consumer.stream, consumer.durable)
+    assert info.num_ack_pending == 0 and info.num_pending == 0
+
+
+async def test_a_message_no_retry_can_publish_raises_unpublishable(nc, namespace):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names)
+    attempt = Attempt(entry_id=1, job_id=1, source="s", url="http://127.0.0.2/p")
+    huge = ParseResult(attempt=attempt, product=Product(key="K", name="N" * 2_000_000))
+    surrogate = ParseResult(attempt=attempt, product=Product(key="K", name="\ud800"))
+    for message in (huge, surrogate):
+        with pytest.raises(Unpublishable):
+            await send(js, names, PARSE_RESULTS, message)
+
+
+async def test_the_parser_publishes_what_it_can_and_a_failure_when_nothing_fits(nc, namespace):
+    """Scrubbed when that is enough; else a failed result with the reason (the entry must end)."""
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names)
+    parser = Parser(cast(Any, SimpleNamespace(js=js, names=names, metrics=Metrics.disabled())))
+    sub = await js.pull_subscribe(
+        names.parsed, durable=names.consumer("scheduler", n.PARSED), stream=names.stream(n.PARSED)
+    )
+
+    async def published() -> ParseResult:
+        (msg,) = await sub.fetch(1, timeout=10)
+        await msg.ack()
+        return msgspec.json.decode(msg.data, type=ParseResult)
+
+    def attempt(entry_id: int) -> Attempt:
+        return Attempt(entry_id=entry_id, job_id=1, source="s", url="http://127.0.0.2/p")
+
+    bad_name = Product(key="K", name="Saw \ud800 blade", brand="B" * 2_000_000)
+    await parser.publish(ParseResult(attempt=attempt(1), product=bad_name))
+    scrubbed = await published()
+    assert scrubbed.product is not None and scrubbed.product.name == "Saw ? blade"
+    assert not scrubbed.failed
+
+    # Too much even scrubbed: 600 products, cut to 500 of 2 KB each, still over 1 MB.
+    many = [
+        Product(key=f"K{i}", name="x" * 2000, attributes={"a" * 10: "v" * 20_000})
+        for i in range(600)
+    ]
+    await parser.publish(ParseResult(attempt=attempt(2), products=many))
+    failed = await published()
+    assert failed.failed and failed.products == [] and failed.attempt == attempt(2)
+    assert failed.error is not None and failed.error.startswith("result not publishable")

@@ -30,6 +30,7 @@ from services.scheduler.results import Applied, apply_fetch_result, apply_parse_
 from services.scheduler.triggers import start_job
 from shared import names as n
 from shared.db import connect
+from shared.errors import Poison
 from shared.names import Names
 from shared.provision import provision
 from shared.sources import source_from_dict
@@ -374,3 +375,85 @@ async def test_the_job_completes_only_after_both_results_of_its_last_page(
     assert not await crawl.complete()  # completed once
     snap = await crawl.snapshot()
     assert snap.job_status == "completed" and crawl.states(snap) == {SEED: "done"}
+
+
+async def test_stale_recovery_fails_an_entry_past_its_retry_budget(crawl: Crawl) -> None:
+    # Every attempt is lost in flight (no result ever comes: a reply nobody could publish).
+    # max_retries is 2: attempts 1 and 2 go back to pending, attempt 3 is the last.
+    for number in (1, 2, 3):
+        work = (await crawl.dispatch())[SEED]
+        assert work.attempt.number == number
+        assert not await crawl.complete()
+        await crawl.recover_stale()
+    snap = await crawl.snapshot()
+    entry = snap.entries[SEED]
+    assert (entry["state"], entry["attempts"], entry["last_outcome"]) == ("failed", 3, "lost")
+    assert snap.in_flight == 0
+    assert await crawl.dispatcher.cycle() == 0  # never re-dispatched
+    assert await crawl.complete()
+
+
+def _forged(work: FetchWork, **changes: Any) -> FetchWork:
+    return msgspec.structs.replace(work, attempt=msgspec.structs.replace(work.attempt, **changes))
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        ({"entry_id": 999_999_999}, "no entry 999999999"),
+        ({"job_id": 999_999_999}, "forged result: entry"),
+        ({"source": "other-shop"}, "forged result: entry"),
+        ({"url": f"{BASE}/p/elsewhere"}, "forged result: entry"),
+        ({"number": 2}, "attempt 2 of entry"),
+        ({"number": 0}, "attempt 0 of entry"),
+    ],
+    ids=["unknown-entry", "other-job", "other-source", "other-url", "future-attempt", "zero"],
+)
+async def test_a_result_that_claims_an_attempt_never_dispatched_is_poison(
+    crawl: Crawl, changes: dict[str, Any], reason: str
+) -> None:
+    work = (await crawl.dispatch())[SEED]
+    forged = _forged(work, **changes)
+    before = await crawl.snapshot()
+    with pytest.raises(Poison, match=reason):
+        await crawl.fetched(forged)
+    with pytest.raises(Poison, match=reason):
+        await crawl.parsed(forged, LINKS)
+    assert await crawl.snapshot() == before  # nothing recorded, no link admitted
+    # The real attempt's results still apply.
+    assert await crawl.fetched(work) == Applied(crawl.job_id, terminal=False, state="fetched")
+
+
+@ORDERS
+async def test_a_parse_result_the_parser_could_not_publish_fails_the_entry(
+    crawl: Crawl, parse_first: bool
+) -> None:
+    work = (await crawl.dispatch())[SEED]
+    failed = ParseResult(
+        attempt=work.attempt, error="result not publishable: too large", failed=True
+    )
+    if not parse_first:
+        assert await crawl.fetched(work) == Applied(crawl.job_id, terminal=False, state="fetched")
+    applied, admitted = await apply_parse_result(crawl.conn, failed, crawl.job_sources)
+    assert (applied, admitted) == (Applied(crawl.job_id, terminal=True, state="failed"), 0)
+    if parse_first:  # the fetch result, late, is history: the entry stays failed
+        assert await crawl.fetched(work) == Applied(crawl.job_id, terminal=False)
+    snap = await crawl.snapshot()
+    assert crawl.states(snap) == {SEED: "failed"}
+    assert snap.in_flight == 0
+    assert (
+        await crawl.conn.fetchval("SELECT parse_error FROM entries WHERE job_id = $1", crawl.job_id)
+        == "result not publishable: too large"
+    )
+    assert await crawl.complete()
+
+
+async def test_a_fetch_result_the_fetcher_could_not_publish_fails_the_entry_at_once(
+    crawl: Crawl,
+) -> None:
+    work = (await crawl.dispatch())[SEED]
+    applied = await crawl.fetched(work, "unpublishable", error="result not publishable: ...")
+    assert applied == Applied(crawl.job_id, terminal=True, state="failed")
+    entry = (await crawl.snapshot()).entries[SEED]
+    assert (entry["state"], entry["last_outcome"]) == ("failed", "unpublishable")
+    assert await crawl.complete()

@@ -85,13 +85,15 @@ async def stored_copies(conn: Conn, source: str, urls: list[str]) -> dict[str, S
     return {r["url"]: StoredCopy(r["payload_ref"], r["updated_at"]) for r in rows}
 
 
-async def recover_stale(conn: Conn, visibility_timeout: float) -> int:
-    """Entries dispatched or fetched longer than the visibility timeout ago go back to pending;
-    their domains' in-flight counts are recomputed. Returns how many entries."""
+async def recover_stale(conn: Conn, visibility_timeout: float) -> tuple[int, int]:
+    """Entries dispatched or fetched longer than the visibility timeout ago go back to pending,
+    or fail once past their job's retry budget; their domains' in-flight counts are recomputed.
+    Returns (entries sent back, entries failed)."""
     rows = await conn.fetch(Q.recover_stale_entries, visibility_timeout)
     if rows:
         await conn.execute(Q.recount_in_flight, sorted({r["domain"] for r in rows}))
-    return len(rows)
+    failed = sum(r["state"] == "failed" for r in rows)
+    return len(rows) - failed, failed
 
 
 async def recheck_has_pending(conn: Conn) -> int:

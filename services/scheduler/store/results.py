@@ -31,13 +31,14 @@ async def insert_attempt(conn: Conn, result: FetchResult) -> bool:
 
 
 async def lock_entry_for_fetch(conn: Conn, entry_id: int) -> asyncpg.Record | None:
-    """(state, attempts, domain, parsed) of the entry, locked for this transaction."""
+    """(state, attempts, domain, parsed) of the entry, locked for this transaction, and what a
+    result claims about it: (job_id, url) and its job's source."""
     return await conn.fetchrow(Q.lock_entry_for_fetch, entry_id)
 
 
 async def lock_entry_for_parse(conn: Conn, entry_id: int) -> asyncpg.Record | None:
     """(state, attempts, parsed, pagination_hops) of the entry, locked for this transaction,
-    and (priority, requested_by, job_status) of its job."""
+    and (priority, requested_by, job_status, source) of its job, with (job_id, url)."""
     return await conn.fetchrow(Q.lock_entry_for_parse, entry_id)
 
 
@@ -100,7 +101,14 @@ async def set_entry_fetched(
 
 
 async def set_entry_parsed(
-    conn: Conn, entry_id: int, *, products: int, error: str | None, closes: bool
+    conn: Conn,
+    entry_id: int,
+    *,
+    products: int,
+    error: str | None,
+    closes: bool,
+    failed: bool = False,
 ) -> None:
-    """The parse result is in (``closes``: the fetch result too, so the entry is done)."""
-    await conn.execute(Q.set_entry_parsed, entry_id, products, error, closes)
+    """The parse result is in (``closes``: the fetch result too, so the entry is done;
+    ``failed``: the page's result could not be published, so the entry fails)."""
+    await conn.execute(Q.set_entry_parsed, entry_id, products, error, closes, failed)
