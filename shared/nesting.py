@@ -9,6 +9,7 @@ interpreter's limit. The checks are iterative: they cannot themselves overflow t
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import yaml
@@ -29,6 +30,7 @@ def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(item, dict):
             children = item.values()
         elif isinstance(item, list | tuple):

@@ -37,6 +37,12 @@ from shared.urls import host_of
 
 FieldPath = tuple[str | int, ...]
 
+
+class RefusedDocument(SourceError):
+    """The document is refused before validation: nested too deep or its aliases expand too
+    far. Not a mistake to list with the others: nothing in it was looked at."""
+
+
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")
 _HOST_RE = re.compile(
@@ -183,17 +189,18 @@ def _parse_yaml(text: str, filename: str) -> tuple[Any, _Pos | None]:
         problem = exc.problem or exc.context or "cannot parse"
         raise SourceError(f"{filename}{line}: invalid YAML: {problem}") from None
     except yaml.reader.ReaderError as exc:
-        line = text.count("\n", 0, exc.position) + 1
+        at = text.count("\n", 0, exc.position) + 1
         char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else "a byte"
-        raise SourceError(f"{filename}:{line}: invalid YAML: control character {char}") from None
+        # Not text YAML reads at all (binary, or the wrong encoding): refused, not "invalid".
+        msg = f"{filename}:{at}: invalid YAML: control character {char}"
+        raise RefusedDocument(msg) from None
     except yaml.YAMLError as exc:
         raise SourceError(f"{filename}: invalid YAML: {exc}") from None
     except TooComplex as exc:
-        raise SourceError(f"{filename}: refused YAML: {exc}") from None
+        raise RefusedDocument(f"{filename}: refused YAML: {exc}") from None
     except RecursionError:  # the composer recurses per level: far past MAX_DEPTH
-        raise SourceError(
-            f"{filename}: refused YAML: nested deeper than {MAX_DEPTH} levels"
-        ) from None
+        msg = f"{filename}: refused YAML: nested deeper than {MAX_DEPTH} levels"
+        raise RefusedDocument(msg) from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -249,9 +256,8 @@ def _parse_json(text: str, filename: str) -> tuple[Any, _Pos | None]:
     except json.JSONDecodeError as exc:
         raise SourceError(f"{filename}:{exc.lineno}: invalid JSON: {exc.msg}") from None
     except (TooComplex, RecursionError):
-        raise SourceError(
-            f"{filename}: refused JSON: nested deeper than {MAX_DEPTH} levels"
-        ) from None
+        msg = f"{filename}: refused JSON: nested deeper than {MAX_DEPTH} levels"
+        raise RefusedDocument(msg) from None
     return data, _json_positions(text)  # recursive, but the depth is bounded by now
 
 
@@ -354,7 +360,7 @@ def _build(data: Any, pos: _Pos | None, filename: str | None) -> Source:
     try:
         check_depth(data)  # data from an API body or Postgres has not been checked yet
     except TooComplex as exc:
-        _raise(filename, None, [_Problem((), str(exc))])
+        raise RefusedDocument(f"{filename}: {exc}" if filename else str(exc)) from None
     data = _with_preset(data)
     try:
         source = msgspec.convert(data, Source)
