@@ -31,10 +31,17 @@ import yaml
 from schemas.messages import Product
 from schemas.source import API_PRESETS, LinkRule, Source
 from shared.errors import SourceError
+from shared.nesting import MAX_DEPTH, TooComplex, check_depth, check_yaml_graph
 from shared.schedule_spec import parse_schedule
 from shared.urls import host_of
 
 FieldPath = tuple[str | int, ...]
+
+
+class RefusedDocument(SourceError):
+    """The document is refused before validation: nested too deep or its aliases expand too
+    far. Not a mistake to list with the others: nothing in it was looked at."""
+
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")
@@ -167,9 +174,13 @@ class _Loader(yaml.SafeLoader):
 
 
 def _parse_yaml(text: str, filename: str) -> tuple[Any, _Pos | None]:
-    loader = _Loader(text)
+    loader: _Loader | None = None
     try:
+        loader = _Loader(text)  # the reader refuses control characters here
         node = loader.get_single_node()
+        if node is not None:
+            # Before anything walks the graph: the alias budget and the nesting limit.
+            check_yaml_graph(node)
         duplicates = list(_yaml_duplicates(node, (), set())) if node is not None else []
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
@@ -177,10 +188,22 @@ def _parse_yaml(text: str, filename: str) -> tuple[Any, _Pos | None]:
         line = f":{mark.line + 1}" if mark else ""
         problem = exc.problem or exc.context or "cannot parse"
         raise SourceError(f"{filename}{line}: invalid YAML: {problem}") from None
+    except yaml.reader.ReaderError as exc:
+        at = text.count("\n", 0, exc.position) + 1
+        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else "a byte"
+        # Not text YAML reads at all (binary, or the wrong encoding): refused, not "invalid".
+        msg = f"{filename}:{at}: invalid YAML: control character {char}"
+        raise RefusedDocument(msg) from None
     except yaml.YAMLError as exc:
         raise SourceError(f"{filename}: invalid YAML: {exc}") from None
+    except TooComplex as exc:
+        raise RefusedDocument(f"{filename}: refused YAML: {exc}") from None
+    except RecursionError:  # the composer recurses per level: far past MAX_DEPTH
+        msg = f"{filename}: refused YAML: nested deeper than {MAX_DEPTH} levels"
+        raise RefusedDocument(msg) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if node is None:
         return None, None
     pos = _yaml_positions(node, set())  # after construction: merge keys are flattened by then
@@ -229,9 +252,13 @@ def _parse_json(text: str, filename: str) -> tuple[Any, _Pos | None]:
         return None, None
     try:
         data = json.loads(text)
+        check_depth(data)
     except json.JSONDecodeError as exc:
         raise SourceError(f"{filename}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    return data, _json_positions(text)
+    except (TooComplex, RecursionError):
+        msg = f"{filename}: refused JSON: nested deeper than {MAX_DEPTH} levels"
+        raise RefusedDocument(msg) from None
+    return data, _json_positions(text)  # recursive, but the depth is bounded by now
 
 
 def _json_positions(text: str) -> _Pos:
@@ -330,6 +357,10 @@ def _build(data: Any, pos: _Pos | None, filename: str | None) -> Source:
     if not isinstance(data, dict):
         msg = f"expected a mapping of fields at the top level, got {_show(data)}"
         _raise(filename, pos, [_Problem((), msg)])
+    try:
+        check_depth(data)  # data from an API body or Postgres has not been checked yet
+    except TooComplex as exc:
+        raise RefusedDocument(f"{filename}: {exc}" if filename else str(exc)) from None
     data = _with_preset(data)
     try:
         source = msgspec.convert(data, Source)
@@ -527,7 +558,11 @@ def _check(s: Source) -> Iterator[_Problem]:
 
 
 def _url(path: FieldPath, url: str, shown: str | None = None) -> Iterator[_Problem]:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # "http://[" : an unclosed IPv6 bracket
+        yield _Problem(path, f"{_show(shown or url)} is not a valid URL")
+        return
     if parts.scheme not in ("http", "https") or not parts.hostname:
         yield _Problem(path, f"{_show(shown or url)} is not an http(s) URL")
         return
@@ -540,8 +575,8 @@ def _url(path: FieldPath, url: str, shown: str | None = None) -> Iterator[_Probl
 def _is_host_port(entry: str) -> bool:
     if not entry or any(ch in entry for ch in "/?#@ \t\\") or entry.endswith(":"):
         return False
-    parts = urlsplit("//" + entry)
     try:
+        parts = urlsplit("//" + entry)  # raises on "[" (an unclosed IPv6 bracket)
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError:
         return False
@@ -571,10 +606,6 @@ def _links(s: Source) -> Iterator[_Problem]:
             yield from _regex(("links", name, "pattern"), rule.pattern)
     for i, pattern in enumerate(s.links.deny):
         yield from _regex(("links", "deny", i), pattern)
-    if s.links.max_depth < 0:
-        yield _Problem(("links", "max_depth"), "must be ≥ 0")
-    if s.links.max_pagination < 1:
-        yield _Problem(("links", "max_pagination"), "must be ≥ 1")
 
 
 # "prices.<list>" and "attributes.<name>" map named price lists and attributes.
@@ -609,12 +640,6 @@ def _api(s: Source) -> Iterator[_Problem]:
         if not keyword.strip():
             yield _Problem(("api", "keywords", i), "must not be blank")
     p = api.pagination
-    if p.per_page < 1:
-        yield _Problem(("api", "pagination", "per_page"), f"{p.per_page!r} must be ≥ 1")
-    if p.max_pages < 1:
-        yield _Problem(("api", "pagination", "max_pages"), f"{p.max_pages!r} must be ≥ 1")
-    if p.start < 0:
-        yield _Problem(("api", "pagination", "start"), f"{p.start!r} must be ≥ 0")
     if api.url is not None:
         needs = {"page": "page", "offset": "offset", "cursor": "cursor"}.get(p.strategy)
         if needs and not uses(api, needs):
@@ -672,16 +697,6 @@ def _render(s: Source) -> Iterator[_Problem]:
         yield _Problem(("render", "wait_for"), "the CSS selector is empty")
     if r.click is not None and not r.click.strip():
         yield _Problem(("render", "click"), "the CSS selector is empty")
-    limits: tuple[tuple[str, float, float, float], ...] = (
-        ("timeout", r.timeout, 1.0, 300.0),
-        ("max_requests", r.max_requests, 0, 10_000),
-        ("max_bytes", r.max_bytes, 0, 1024**3),
-        ("max_clicks", r.max_clicks, 0, 1000),
-        ("scrolls", r.scrolls, 0, 1000),
-    )
-    for name, value, lo, hi in limits:
-        if not (math.isfinite(value) and lo <= value <= hi):
-            yield _Problem(("render", name), f"{_show(value)} must be in {lo:g}..{hi:g}")
     for i, host in enumerate(r.block_hosts):
         if not _is_host_port(host):
             yield _Problem(("render", "block_hosts", i), f"{_show(host)} is not a host name")
@@ -698,52 +713,58 @@ def _regex(path: FieldPath, pattern: str) -> Iterator[_Problem]:
         yield _Problem(path, f"{_show(pattern)} is not a valid regex: {exc}")
 
 
-def _numbers(s: Source) -> Iterator[_Problem]:
-    def bad(path: FieldPath, value: float, ok: bool, rule: str) -> Iterator[_Problem]:
-        if not ok or (isinstance(value, float) and not math.isfinite(value)):
-            yield _Problem(path, f"{_show(value)} {rule}")
+DAY = 86400.0
+# Bounds on every number a source author sets: each decides a size, a time or a count that
+# trawl will honour, so an absurd one (``max_bytes: 1e12``, ``timeout: 1e9``) is refused with
+# its line instead of becoming memory, a stuck job, or an overflow further down.
+# (path, lower bound, lower bound allowed?, upper bound (inclusive)).
+_BOUNDS: tuple[tuple[FieldPath, float, bool, float], ...] = (
+    (("pacing", "min_delay"), 0, True, DAY),
+    (("pacing", "max_delay"), 0, True, DAY),
+    (("pacing", "max_in_flight"), 1, True, 256),
+    (("pacing", "max_retry_after"), 0, True, 7 * DAY),
+    (("retry", "max_retries"), 0, True, 20),
+    (("retry", "base_delay"), 0, False, DAY),
+    (("retry", "blocked_base_delay"), 0, False, 7 * DAY),
+    (("retry", "factor"), 1, True, 10),
+    (("retry", "jitter"), 0, True, 1),
+    (("retry", "cap"), 0, False, 30 * DAY),
+    (("refresh", "miss_threshold"), 1, True, 1000),
+    (("refresh", "max_failure_rate"), 0, True, 1),
+    (("links", "max_depth"), 0, True, 1000),
+    (("links", "max_pagination"), 1, True, 100_000),
+    (("timeout",), 0, False, 600),
+    (("max_bytes",), 1, True, 256 * 1024 * 1024),
+    (("api", "pagination", "per_page"), 1, True, 10_000),
+    (("api", "pagination", "max_pages"), 1, True, 100_000),
+    (("api", "pagination", "start"), 0, True, 1_000_000_000),
+    (("api", "mapping", "in_stock_below"), 0, True, 1_000_000_000),
+    # Only when render is a mapping (``render: true`` takes the defaults).
+    (("render", "timeout"), 1, True, 300),
+    (("render", "max_requests"), 0, True, 10_000),
+    (("render", "max_bytes"), 0, True, 1024**3),
+    (("render", "max_clicks"), 0, True, 1000),
+    (("render", "scrolls"), 0, True, 1000),
+)
 
+
+def _numbers(s: Source) -> Iterator[_Problem]:
+    for path, lo, lo_ok, hi in _BOUNDS:
+        value: Any = s
+        for step in path:
+            value = getattr(value, str(step), None)
+        if value is None:
+            continue
+        above_lo = value >= lo if lo_ok else value > lo
+        if not (math.isfinite(value) and above_lo and value <= hi):
+            rule = f"in {_num(lo)}..{_num(hi)}" if lo_ok else f"> {_num(lo)} and ≤ {_num(hi)}"
+            yield _Problem(path, f"{_show(value)} must be {rule}")
     p = s.pacing
-    if p.min_delay is not None:
-        yield from bad(("pacing", "min_delay"), p.min_delay, p.min_delay >= 0, "must be ≥ 0")
-    if p.max_delay is not None:
-        yield from bad(("pacing", "max_delay"), p.max_delay, p.max_delay >= 0, "must be ≥ 0")
-        if p.min_delay is not None and p.max_delay >= 0 and p.min_delay > p.max_delay:
-            msg = f"{p.max_delay!r} is below min_delay ({p.min_delay!r})"
-            yield _Problem(("pacing", "max_delay"), msg)
-    if p.max_in_flight is not None:
-        yield from bad(
-            ("pacing", "max_in_flight"), p.max_in_flight, p.max_in_flight >= 1, "must be ≥ 1"
+    if p.min_delay is not None and p.max_delay is not None and p.min_delay > p.max_delay >= 0:
+        yield _Problem(
+            ("pacing", "max_delay"), f"{p.max_delay!r} is below min_delay ({p.min_delay!r})"
         )
-    yield from bad(
-        ("pacing", "max_retry_after"),
-        p.max_retry_after,
-        0 <= p.max_retry_after <= 7 * 86400,
-        "must be in 0..604800 (seconds)",
-    )
-    r = s.retry
-    yield from bad(
-        ("retry", "max_retries"), r.max_retries, 0 <= r.max_retries <= 20, "must be in 0..20"
-    )
-    yield from bad(("retry", "base_delay"), r.base_delay, r.base_delay > 0, "must be > 0")
-    yield from bad(
-        ("retry", "blocked_base_delay"),
-        r.blocked_base_delay,
-        r.blocked_base_delay > 0,
-        "must be > 0",
-    )
-    yield from bad(("retry", "factor"), r.factor, r.factor >= 1, "must be ≥ 1")
-    yield from bad(("retry", "jitter"), r.jitter, 0 <= r.jitter <= 1, "must be in 0..1")
-    yield from bad(("retry", "cap"), r.cap, r.cap > 0, "must be > 0")
-    f = s.refresh
-    yield from bad(
-        ("refresh", "miss_threshold"), f.miss_threshold, f.miss_threshold >= 1, "must be ≥ 1"
-    )
-    yield from bad(
-        ("refresh", "max_failure_rate"),
-        f.max_failure_rate,
-        0 <= f.max_failure_rate <= 1,
-        "must be in 0..1",
-    )
-    yield from bad(("timeout",), s.timeout, s.timeout > 0, "must be > 0")
-    yield from bad(("max_bytes",), s.max_bytes, s.max_bytes > 0, "must be > 0")
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}".replace(",", "_") if value == int(value) else repr(value)

@@ -25,7 +25,9 @@ from control.api import (
     workers,
 )
 from control.api.auth import AUTH_KEY, PUBLIC_KEY, Auth, auth
+from control.api.methods import ALLOW_KEY, allow, allow_table
 from control.api.openapi import build_document
+from control.api.params import checked
 from control.api.problems import problems
 from control.api.routes import RT_KEY, Route, respond
 from shared.service import DbRuntime
@@ -69,13 +71,18 @@ async def dashboard(request: web.Request) -> web.FileResponse:
 
 def build_app(rt: DbRuntime, *, auth_conf: Auth | None = None) -> web.Application:
     routes = all_routes()
-    app = web.Application(middlewares=[problems, auth])
+    app = web.Application(middlewares=[problems, allow, auth])
+    app[ALLOW_KEY] = allow_table(routes)
     app[RT_KEY] = rt
     app[AUTH_KEY] = auth_conf or Auth.from_settings(rt.settings)
     app[ROUTES_KEY] = routes
     public = {(r.method, r.path) for r in routes if r.public}
     for r in routes:
-        app.router.add_route(r.method, r.path, r.handler)
+        handler = checked(r)
+        if r.method == "GET":  # HEAD too, with GET's auth rule (public or not)
+            app.router.add_get(r.path, handler, allow_head=True)
+        else:
+            app.router.add_route(r.method, r.path, handler)
     app.router.add_static("/static/", STATIC)
     public.add(("GET", "/static"))
     app[PUBLIC_KEY] = frozenset(public)
@@ -95,6 +102,12 @@ async def serve_api(rt: DbRuntime) -> None:
     log.info(
         "admin API listening", extra={"action": "api_listening", "listen": rt.settings.api_listen}
     )
+    if not Auth.from_settings(rt.settings).enabled and host not in ("", "127.0.0.1", "localhost"):
+        # Open is right for a local stack; on a reachable address it is an operator's slip.
+        log.warning(
+            "admin API open to the network: set TRAWL_API_TOKEN",
+            extra={"action": "api_open", "listen": rt.settings.api_listen},
+        )
     try:
         await rt.stop.wait()
     finally:

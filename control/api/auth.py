@@ -1,7 +1,11 @@
-"""Bearer-token auth: a read-write token (``TRAWL_API_TOKEN``) and an optional read-only one.
+"""Bearer-token auth: a read-write token (``TRAWL_API_TOKEN``) and an optional read-only one
+(``TRAWL_API_READ_TOKEN``).
 
-No token configured → the API is open (a local stack). Missing or wrong token → 401; the
-read-only token on a write → 403. Tokens are compared in constant time.
+It fails closed. No token configured → the API is open (a local stack). Once either token is
+set every non-public route needs a token: missing or wrong → 401, the read-only token on a
+write → 403. With only the read-only token set, writes are refused to everyone (403) until a
+write token is set: a read token never grants more than reads. Tokens are compared in constant
+time.
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ class Auth:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Auth:
-        # TRAWL_API_READ_TOKEN: read via getattr until shared/settings.py carries it.
-        return cls(settings.api_token, getattr(settings, "api_read_token", "") or "")
+        return cls(settings.api_token, settings.api_read_token)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.token or self.read_token)
 
     def level(self, header: str) -> str | None:
         """'write', 'read' or None for an Authorization header value."""
@@ -31,9 +38,10 @@ class Auth:
         if scheme.lower() != "bearer" or not given.strip():
             return None
         raw = given.strip().encode()
-        # Compare against both tokens every time, so timing says nothing about which matched.
-        write = hmac.compare_digest(raw, self.token.encode())
-        read = bool(self.read_token) and hmac.compare_digest(raw, self.read_token.encode())
+        # Compare against both tokens every time, so timing says nothing about which matched;
+        # an unset token matches nothing (not even an empty one).
+        write = hmac.compare_digest(raw, self.token.encode()) and bool(self.token)
+        read = hmac.compare_digest(raw, self.read_token.encode()) and bool(self.read_token)
         if write:
             return "write"
         return "read" if read else None
@@ -48,12 +56,20 @@ def _is_write(request: web.Request) -> bool:
     return request.method not in ("GET", "HEAD", "OPTIONS")
 
 
+def is_public(request: web.Request) -> bool:
+    route = request.match_info.route.resource
+    canonical = route.canonical if route is not None else ""
+    # HEAD is GET without the body: public when the GET is.
+    method = "GET" if request.method == "HEAD" else request.method
+    return (method, canonical) in request.app[PUBLIC_KEY]
+
+
 @web.middleware
 async def auth(request: web.Request, handler):
     conf: Auth = request.app[AUTH_KEY]
-    route = request.match_info.route.resource
-    canonical = route.canonical if route is not None else ""
-    if not conf.token or (request.method, canonical) in request.app[PUBLIC_KEY]:
+    # The router's own 404/405 (no such route or method) says nothing a token protects.
+    routed = request.match_info.http_exception is None
+    if not conf.enabled or not routed or is_public(request):
         return await handler(request)
     level = conf.level(request.headers.get("Authorization", ""))
     if level is None:
@@ -64,5 +80,10 @@ async def auth(request: web.Request, handler):
             headers={"WWW-Authenticate": 'Bearer realm="trawl"'},
         )
     if level == "read" and _is_write(request):
-        return problem_response(403, "Forbidden", "the read-only token cannot change anything")
+        detail = (
+            "the read-only token cannot change anything"
+            if conf.token
+            else "writes are disabled: no write token (TRAWL_API_TOKEN) is configured"
+        )
+        return problem_response(403, "Forbidden", detail)
     return await handler(request)

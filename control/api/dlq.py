@@ -30,6 +30,7 @@ from schemas.read import Page
 from services.scheduler.operations import NotFound
 from shared import names as n
 from shared.bus import publish
+from shared.nesting import TooComplex, check_depth
 from shared.service import Runtime
 
 _decoder = msgspec.json.Decoder(DeadLetter)
@@ -70,7 +71,7 @@ class Purged(msgspec.Struct, kw_only=True):
 def _letter(seq: int, raw: bytes) -> Letter:
     try:
         dl = _decoder.decode(raw)
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return Letter(
             seq=seq,
             stream="?",
@@ -83,7 +84,10 @@ def _letter(seq: int, raw: bytes) -> Letter:
         )
     try:
         body = msgspec.json.decode(dl.data)
-    except msgspec.DecodeError:
+        # A poison letter may nest deeper than the response encoder (or a browser) can take:
+        # show it as text only (``data``), so one letter cannot break the whole list.
+        check_depth(body)
+    except (msgspec.DecodeError, RecursionError, TooComplex):
         body = None
     return Letter(
         seq=seq,
@@ -186,7 +190,7 @@ async def delete_letter(request: web.Request) -> web.Response:
 
 async def purge(request: web.Request) -> web.Response:
     rt = rt_of(request)
-    body: PurgeIn = await read_body(request, PurgeIn | None) or PurgeIn()
+    body: PurgeIn = await read_body(request, PurgeIn, optional=True) or PurgeIn()
     stream = rt.names.stream(n.DLQ)
     if body.stream is not None and body.stream not in KEYS:
         raise Problem(422, "Unprocessable Content", f"stream: one of {', '.join(KEYS)}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
 from aiohttp import web
 
@@ -31,10 +33,14 @@ class DomainReset(msgspec.Struct, kw_only=True):
     retries_due: int  # waiting retries of the domain brought forward to now
 
 
+# The bounds live in the types, so the OpenAPI document states them (and msgspec enforces them).
+_Delay = Annotated[float, msgspec.Meta(ge=0, le=86400)]
+
+
 class PaceIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    min_delay: float | None = None
-    max_delay: float | None = None
-    max_in_flight: int | None = None
+    min_delay: _Delay | None = None
+    max_delay: _Delay | None = None
+    max_in_flight: Annotated[int, msgspec.Meta(ge=1, le=1000)] | None = None
 
 
 async def list_domains(request: web.Request) -> web.Response:

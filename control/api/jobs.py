@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import asyncpg
 import msgspec
@@ -37,14 +37,18 @@ class ActionOut(msgspec.Struct, kw_only=True):
     status: str | None = None
 
 
+# The bounds live in the types, so the OpenAPI document states them (and msgspec enforces them).
+_Amount = Annotated[int, msgspec.Meta(ge=1, le=100)]
+
+
 class BoostIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
-    amount: int = msgspec.field(default=20)
+    amount: _Amount = 20
 
 
 class BulkIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     action: Literal["retry", "boost", "cancel"]
     ids: list[int]
-    amount: int = 20
+    amount: _Amount = 20
 
 
 class BulkItem(msgspec.Struct, kw_only=True):
@@ -136,7 +140,7 @@ async def retry(request: web.Request) -> web.Response:
 
 async def boost(request: web.Request) -> web.Response:
     job_id = path_id(request, "job_id")
-    body = await read_body(request, BoostIn | None) or BoostIn()
+    body = await read_body(request, BoostIn, optional=True) or BoostIn()
     _check_amount(body.amount)
     async with pool_of(request).acquire() as conn:
         return respond(_out(await operations.boost_job(conn, job_id, body.amount)))

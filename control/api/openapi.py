@@ -78,7 +78,7 @@ def _operation(r: Route, schema_of: dict[str, Any], problem: dict[str, Any]) -> 
     if r.body is not None:
         content = {"application/json": {"schema": schema_of[_key(r.body)]}}
         for mime in r.extra_body_types:
-            content[mime] = {"schema": {"type": "string"}}
+            content[mime] = {"schema": {}}  # text in another notation: any body is text
         op["requestBody"] = {"required": r.body_required, "content": content}
     responses: dict[str, Any] = {}
     if r.content_type != "application/json":

@@ -74,14 +74,17 @@ async def problems(request: web.Request, handler):
     except asyncpg.UniqueViolationError as exc:
         return problem_response(409, "Conflict", f"already exists: {exc.detail or exc}")
     except asyncpg.DataError as exc:
-        # e.g. a NUL byte or a number Postgres cannot store: the input is at fault.
-        return problem_response(400, "Bad Request", f"invalid value: {exc}")
+        # e.g. a NUL byte or a number Postgres cannot store: the request follows the document
+        # (JSON Schema cannot say "no NUL"), its content cannot be stored: 422, as semantics.
+        return problem_response(422, "Unprocessable Content", f"invalid value: {exc}")
     except UnicodeError:
         return problem_response(400, "Bad Request", "text is not valid Unicode")
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return problem_response(exc.status, exc.reason, exc.text if exc.text else None)
+        # Keep what the status needs (``Allow`` on a 405), not the plain-text body's type.
+        kept = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "retry-after")}
+        return problem_response(exc.status, exc.reason, exc.text or None, headers=kept)
     except Exception:
         log.exception(
             "API handler failed",

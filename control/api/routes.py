@@ -3,6 +3,7 @@ msgspec types that both the aiohttp router and the OpenAPI document are built fr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,12 +13,14 @@ import msgspec
 from aiohttp import web
 
 from control.api.problems import Problem
+from shared.nesting import MAX_DEPTH
 from shared.service import DbRuntime
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 RT_KEY = web.AppKey("rt", DbRuntime)
 BIGINT_MAX = 2**63 - 1
+_DIGITS = re.compile(r"[0-9]{1,20}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ def pool_of(request: web.Request) -> asyncpg.Pool:
 def path_id(request: web.Request, name: str) -> int:
     """A positive bigint path parameter; anything else is a 404 (no such object)."""
     raw = request.match_info[name]
-    if not raw.isdigit() or not 1 <= int(raw) <= BIGINT_MAX:
+    # ASCII digits only: ``isdigit`` takes "¹" (then ``int`` raises) and ``int`` reads "٣" as 3.
+    if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= BIGINT_MAX:
         raise Problem(404, "Not Found", f"no {name.removesuffix('_id')} {raw!r}")
     return int(raw)
 
@@ -98,10 +102,9 @@ def query_int(
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(400, "Bad Request", f"{name}: expected an integer, got {raw!r}") from None
+    if not _DIGITS.fullmatch(raw.removeprefix("-")):
+        raise Problem(400, "Bad Request", f"{name}: expected an integer, got {raw[:40]!r}")
+    value = int(raw)
     if not lo <= value <= hi:
         raise Problem(400, "Bad Request", f"{name}: must be between {lo} and {hi}")
     return value
@@ -119,15 +122,22 @@ def paging(request: web.Request) -> tuple[int, int]:
     return limit, offset
 
 
-async def read_body(request: web.Request, body_type: Any) -> Any:
-    """Decode and validate a JSON body with msgspec; errors become a 422 problem."""
+async def read_body(request: web.Request, body_type: Any, *, optional: bool = False) -> Any:
+    """Decode and validate a JSON body with msgspec; errors become a 422 problem.
+
+    ``optional``: no body at all gives None. A JSON ``null`` is still a body, and the document
+    does not allow it."""
     raw = await request.read()
+    if optional and not raw.strip():
+        return None
     try:
         return msgspec.json.decode(raw or b"null", type=body_type)
     except msgspec.ValidationError as exc:
         raise Problem(422, "Unprocessable Content", f"invalid body: {exc}") from None
     except msgspec.DecodeError as exc:
         raise Problem(400, "Bad Request", f"body is not valid JSON: {exc}") from None
+    except RecursionError:  # msgspec recurses into unknown fields too
+        raise Problem(400, "Bad Request", f"body nested deeper than {MAX_DEPTH} levels") from None
 
 
 _encoder = msgspec.json.Encoder(decimal_format="string")

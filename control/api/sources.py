@@ -14,7 +14,8 @@ from schemas.source import Source
 from services.scheduler.catalog import delete_source, get_source, list_sources, save_source
 from services.scheduler.operations import NotFound
 from shared.errors import SourceError
-from shared.sources import load_source_text, source_from_dict, source_to_dict
+from shared.nesting import MAX_DEPTH
+from shared.sources import RefusedDocument, load_source_text, source_from_dict, source_to_dict
 
 YAML_TYPES = ("application/yaml", "text/yaml", "text/plain")
 
@@ -44,6 +45,8 @@ async def _definition(request: web.Request) -> dict[str, Any]:
         data = msgspec.json.decode(await request.read() or b"null")
     except msgspec.DecodeError as exc:
         raise Problem(400, "Bad Request", f"body is not valid JSON: {exc}") from None
+    except RecursionError:  # what survives decoding is bounded again by source_from_dict
+        raise Problem(400, "Bad Request", f"body nested deeper than {MAX_DEPTH} levels") from None
     if not isinstance(data, dict):
         raise Problem(422, "Invalid source definition", "expected a JSON object")
     return data
@@ -91,6 +94,8 @@ async def validate(request: web.Request) -> web.Response:
             source = load_source_text(
                 raw.decode("utf-8", "replace") or "null", fmt="json", filename="<body>"
             )
+    except RefusedDocument as exc:  # not looked at, so not "invalid": refused
+        raise Problem(422, "Document refused", str(exc)) from None
     except SourceError as exc:
         return respond(Validation(valid=False, errors=str(exc).splitlines()))
     except UnicodeError:
@@ -122,9 +127,13 @@ ROUTES = [
         validate,
         "Validate a definition without saving",
         "sources",
-        body=Source,
+        # Any document: checking it is the point, and a wrong one is answered ``valid: false``
+        # (422 only for a document refused unread: too deep, an alias bomb, control bytes).
+        body=Any,
+        body_required=False,  # an empty body is reported as an empty definition
         response=Validation,
         extra_body_types=YAML_TYPES,
+        errors=(422,),
     ),
     Route(
         "GET",

@@ -197,7 +197,7 @@ def test_allow_private_true() -> None:
         ),
         (
             "name: a\nseeds: [http://a.test]\nlinks:\n  max_pagination: 0\n",
-            "demo.yaml:4: links.max_pagination: must be ≥ 1",
+            "demo.yaml:4: links.max_pagination: 0 must be in 1..100_000",
         ),
         (
             "name: a\nseeds: [http://a.test]\nfields:\n  price: {css: ''}\n",
@@ -209,15 +209,15 @@ def test_allow_private_true() -> None:
         ),
         (
             "name: a\nseeds: [http://a.test]\npacing: {min_delay: -1}\n",
-            "demo.yaml:3: pacing.min_delay: -1.0 must be ≥ 0",
+            "demo.yaml:3: pacing.min_delay: -1.0 must be in 0..86_400",
         ),
         (
             "name: a\nseeds: [http://a.test]\npacing: {max_in_flight: 0}\n",
-            "demo.yaml:3: pacing.max_in_flight: 0 must be ≥ 1",
+            "demo.yaml:3: pacing.max_in_flight: 0 must be in 1..256",
         ),
         (
             "name: a\nseeds: [http://a.test]\npacing: {max_retry_after: 999999999}\n",
-            "demo.yaml:3: pacing.max_retry_after: 999999999.0 must be in 0..604800",
+            "demo.yaml:3: pacing.max_retry_after: 999999999.0 must be in 0..604_800",
         ),
         (
             "name: a\nseeds: [http://a.test]\nretry:\n  max_retries: 50\n",
@@ -229,15 +229,15 @@ def test_allow_private_true() -> None:
         ),
         (
             "name: a\nseeds: [http://a.test]\nretry: {factor: 0.5}\n",
-            "demo.yaml:3: retry.factor: 0.5 must be ≥ 1",
+            "demo.yaml:3: retry.factor: 0.5 must be in 1..10",
         ),
         (
             "name: a\nseeds: [http://a.test]\nretry: {base_delay: 0}\n",
-            "demo.yaml:3: retry.base_delay: 0.0 must be > 0",
+            "demo.yaml:3: retry.base_delay: 0.0 must be > 0 and ≤ 86_400",
         ),
         (
             "name: a\nseeds: [http://a.test]\nretry: {cap: .nan}\n",
-            "demo.yaml:3: retry.cap: nan must be > 0",
+            "demo.yaml:3: retry.cap: nan must be > 0 and ≤ 2_592_000",
         ),
         (
             "name: a\nseeds: [http://a.test]\nrefresh:\n  schedule: '@every 4x'\n",
@@ -249,7 +249,7 @@ def test_allow_private_true() -> None:
         ),
         (
             "name: a\nseeds: [http://a.test]\nrefresh: {miss_threshold: 0}\n",
-            "demo.yaml:3: refresh.miss_threshold: 0 must be ≥ 1",
+            "demo.yaml:3: refresh.miss_threshold: 0 must be in 1..1_000",
         ),
         (
             "name: a\nseeds: [http://a.test]\nrefresh: {max_failure_rate: 2}\n",
@@ -482,7 +482,7 @@ def test_api_source_needs_no_seeds_and_merges_its_preset() -> None:
         (
             "name: a\napi:\n  url: http://a.test/x?p={page}\n  pagination: {per_page: 0}\n"
             "  mapping: {items: i, fields: {key: id}}\n",
-            "demo.yaml:4: api.pagination.per_page: 0 must be ≥ 1",
+            "demo.yaml:4: api.pagination.per_page: 0 must be in 1..10_000",
         ),
         (
             "name: a\napi:\n  url: http://a.test/x?p={page}\n"
@@ -523,3 +523,64 @@ def test_a_preset_of_the_wrong_type_is_a_clear_error_not_a_crash() -> None:
 
     with pytest.raises(SourceError, match="preset"):
         source_from_dict({"name": "a", "seeds": ["http://a.test/"], "api": {"preset": {}}})
+
+
+# -- hostile definitions (issue 17): refused fast with a clear error, never a crash -----------
+ALIAS_BOMB = "name: a\nseeds: [http://a.test]\napi:\n  url: http://a.test/api\n  method: POST\n"
+ALIAS_BOMB += '  body:\n    a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n'
+for _i, (_name, _prev) in enumerate(zip("bcdefghi", "abcdefgh", strict=True)):
+    ALIAS_BOMB += f"    {_name}: &{_name} [{','.join(['*' + _prev] * 9)}]\n"
+
+
+def test_the_yaml_alias_bomb_is_refused_before_it_expands() -> None:
+    assert len(ALIAS_BOMB.encode()) < 700
+    message = error_of(ALIAS_BOMB)
+    assert "aliases expand to 490,329,077 nodes" in message and "at most 10,000 more" in message
+
+
+def test_a_few_aliases_are_fine_and_a_cycle_is_not() -> None:
+    text = "name: a\nseeds: &s [http://a.test/x]\nsitemaps: *s\n"
+    assert load_source_text(text).sitemaps == ["http://a.test/x"]
+    cyclic = "name: a\nseeds: [http://a.test]\napi: {url: 'http://a.test/', body: &b {x: [*b]}}\n"
+    assert "cycle" in error_of(cyclic)
+
+
+@pytest.mark.parametrize("depth", [65, 400, 5000])
+def test_yaml_nested_too_deep_is_refused(depth: int) -> None:
+    text = "name: a\nseeds: [http://a.test]\nx: " + "[" * depth + "]" * depth + "\n"
+    assert error_of(text) == "demo.yaml: refused YAML: nested deeper than 64 levels"
+
+
+@pytest.mark.parametrize("depth", [65, 50_000])
+def test_json_nested_too_deep_is_refused(depth: int) -> None:
+    text = '{"name": "a", "x": ' + "[" * depth + "]" * depth + "}"
+    with pytest.raises(SourceError, match="nested deeper than 64 levels"):
+        load_source_text(text, fmt="json")
+    if depth < 900:  # already decoded (an API body): the same limit
+        deep = {"name": "a", "api": {"body": json.loads("[" * depth + "]" * depth)}}
+        with pytest.raises(SourceError, match="nested deeper than 64 levels"):
+            source_from_dict(deep)
+
+
+def test_a_control_character_names_its_line() -> None:
+    text = "name: a\nseeds: [http://a.test]\nlocale: en\x95\n"
+    assert error_of(text) == "demo.yaml:3: invalid YAML: control character U+0095"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("allowed_domains: ['[']", 'demo.yaml:3: allowed_domains[0]: "[" is not host[:port]'),
+        ("sitemaps: ['http://[']", 'demo.yaml:3: sitemaps[0]: "http://[" is not a valid URL'),
+        (
+            "max_bytes: 1000000000000",
+            "demo.yaml:3: max_bytes: 1000000000000 must be in 1..268_435_456",
+        ),
+        ("timeout: 1.0e+9", "demo.yaml:3: timeout: 1000000000.0 must be > 0 and ≤ 600"),
+        ("pacing: {max_in_flight: 100000}", "demo.yaml:3: pacing.max_in_flight: 100000 must be"),
+        ("links: {max_depth: 99999999}", "demo.yaml:3: links.max_depth: 99999999 must be in"),
+        ("retry: {cap: 1.0e+300}", "demo.yaml:3: retry.cap: 1e+300 must be > 0 and ≤ 2_592_000"),
+    ],
+)
+def test_out_of_bounds_values_name_line_and_field(text: str, expected: str) -> None:
+    assert expected in error_of(f"name: a\nseeds: [http://a.test]\n{text}\n")

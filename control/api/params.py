@@ -1,0 +1,87 @@
+"""Query parameters checked against the schemas the route table declares (and the OpenAPI
+document publishes), before any handler runs: the document and the server cannot disagree.
+
+Only the keywords the route table uses are understood (type integer/string/boolean, enum,
+minimum, maximum, minLength, maxLength); a schema with another keyword fails at start-up, not
+silently at request time. Every problem is reported at once, as a 400.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from aiohttp import web
+from multidict import MultiMapping
+
+from control.api.problems import Problem
+from control.api.routes import Handler, Param, Route
+
+KNOWN = frozenset(
+    {"type", "enum", "minimum", "maximum", "minLength", "maxLength", "default", "description"}
+)
+# ASCII only: ``str.isdigit`` and ``int`` accept "¹", "٣" and "1_0", which the schema does not.
+INTEGER_RE = re.compile(r"-?[0-9]{1,20}", re.ASCII)
+BOOLEANS = {"true": True, "false": False}
+
+
+def checked(route: Route) -> Handler:
+    """The route's handler behind a check of its declared query parameters."""
+    query = [p for p in route.params if p.location == "query"]
+    for p in query:
+        if unknown := set(p.schema) - KNOWN:
+            raise ValueError(f"{route.method} {route.path}: {p.name}: unsupported {unknown}")
+    handler = route.handler
+    if not query:
+        return handler
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        errors = list(problems(query, request.query))
+        if errors:
+            raise Problem(400, "Bad Request", "; ".join(errors), errors=errors)
+        return await handler(request)
+
+    handle.__name__ = handler.__name__
+    return handle
+
+
+def problems(params: list[Param], query: MultiMapping[str]) -> Iterator[str]:
+    for p in params:
+        values = query.getall(p.name, [])
+        if not values:
+            if p.required:
+                yield f"{p.name}: required"
+            continue
+        if len(values) > 1:
+            yield f"{p.name}: given {len(values)} times, expected once"
+            continue
+        if msg := _invalid(p.schema, values[0]):
+            yield f"{p.name}: {msg}"
+
+
+def _invalid(schema: dict[str, Any], raw: str) -> str | None:
+    kind = schema.get("type", "string")
+    value: Any = raw
+    if kind == "integer":
+        if not INTEGER_RE.fullmatch(raw):
+            return f"expected an integer, got {raw[:40]!r}"
+        value = int(raw)
+        if "minimum" in schema and value < schema["minimum"]:
+            return f"must be ≥ {schema['minimum']}"
+        if "maximum" in schema and value > schema["maximum"]:
+            return f"must be ≤ {schema['maximum']}"
+    elif kind == "boolean":
+        if raw not in BOOLEANS:
+            return f"expected true or false, got {raw[:40]!r}"
+        value = BOOLEANS[raw]
+    elif kind == "string":
+        if len(raw) < schema.get("minLength", 0):
+            return f"must be at least {schema['minLength']} characters"
+        if "maxLength" in schema and len(raw) > schema["maxLength"]:
+            return f"must be at most {schema['maxLength']} characters"
+    else:
+        raise ValueError(f"unsupported parameter type {kind!r}")
+    if "enum" in schema and value not in schema["enum"]:
+        return f"one of {', '.join(map(str, schema['enum']))}, got {raw[:40]!r}"
+    return None
