@@ -8,7 +8,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from schemas.messages import Availability, Product
+from schemas.messages import Availability, Product, ProductChange
 from schemas.source import Source
 
 T = TypeVar("T")
@@ -222,3 +222,14 @@ class JobDiff(msgspec.Struct, kw_only=True, frozen=True):
     removed: list[str]
     price_changes: list[PriceChange]
     stock_changes: list[StockChange]
+
+
+# -- product changes ---------------------------------------------------------------------------
+class ChangePage(msgspec.Struct, kw_only=True):
+    """Change events in id order after a cursor. ``next`` is the cursor to ask with next time
+    (the last id shown, or the cursor asked with when none came: events keep coming, so a
+    reader polls with it); ``more`` says whether the next page is already full."""
+
+    items: list[ProductChange]
+    next: int = 0
+    more: bool = False

@@ -13,6 +13,7 @@ from pathlib import Path
 from aiohttp import web
 
 from control.api import (
+    changes,
     dlq,
     domains,
     health,
@@ -35,7 +36,19 @@ log = logging.getLogger("trawl.scheduler.api")
 STATIC = Path(__file__).parent / "static"
 # Every resource module, imported by name: a module that fails to import fails the API at
 # start, instead of silently leaving its routes out.
-RESOURCES = (health, jobs, sources, schedules, payloads, products, domains, proxies, workers, dlq)
+RESOURCES = (
+    health,
+    jobs,
+    sources,
+    schedules,
+    payloads,
+    products,
+    changes,
+    domains,
+    proxies,
+    workers,
+    dlq,
+)
 ROUTES_KEY = web.AppKey("routes", list)
 
 

@@ -339,6 +339,39 @@ async def test_products_filters_and_history(api: Api, pool) -> None:
     assert status == 404
 
 
+async def test_changes_cursor_and_filters(api: Api, pool) -> None:
+    async with pool.acquire() as conn:
+        await conn.executemany(
+            """INSERT INTO product_events (source, key, job_id, kind, after, direction, percent)
+               VALUES ($1, $2, 1, $3, '{"price": "9"}', $4, $5)""",
+            [
+                ("shop", "k1", "new", None, None),
+                ("shop", "k1", "price_changed", "down", -10.0),
+                ("other", "k9", "new", None, None),
+                ("shop", "k2", "out_of_stock", None, None),
+            ],
+        )
+    status, page, _ = await api.call("GET", "/api/changes?source=shop&limit=2", token=READ)
+    assert status == 200 and page["more"] is True
+    assert [(e["key"], e["kind"]) for e in page["items"]] == [
+        ("k1", "new"),
+        ("k1", "price_changed"),
+    ]
+    assert page["items"][1]["percent"] == -10.0 and page["items"][1]["after"]["price"] == "9"
+    status, rest, _ = await api.call("GET", f"/api/changes?source=shop&after={page['next']}")
+    assert [e["key"] for e in rest["items"]] == ["k2"] and rest["more"] is False
+    status, empty, _ = await api.call("GET", f"/api/changes?source=shop&after={rest['next']}")
+    assert empty["items"] == [] and empty["next"] == rest["next"]
+    status, kinds, _ = await api.call("GET", "/api/changes?kind=new")
+    assert [e["key"] for e in kinds["items"]] == ["k1", "k9"]
+    status, problem, _ = await api.call("GET", "/api/changes?kind=bogus")
+    assert status == 400 and "bogus" in problem["detail"]
+    status, problem, _ = await api.call("GET", "/api/changes?since=yesterday")
+    assert status == 400
+    status, recent, _ = await api.call("GET", "/api/changes?since=2000-01-01T00:00:00Z")
+    assert len(recent["items"]) == 4
+
+
 # -- proxies ------------------------------------------------------------------------------------
 async def test_proxies_never_show_credentials(api: Api) -> None:
     status, body, _ = await api.call("POST", "/api/proxies", json={"url": "ftp://u:secret@h:1"})
