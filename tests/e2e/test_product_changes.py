@@ -114,3 +114,68 @@ async def test_change_events_once_each(env, settings, pool, nc, tmp_path: Path):
                     seen += len(page)
                     cursor = page[-1].id
             assert seen == len(rows)
+
+
+async def test_variants_have_their_own_rows_history_and_events(env, settings, pool, tmp_path):
+    async with DemoShop(hosts=("127.0.0.2",), port=0, products=30, variants=True) as shop:
+        async with pool.acquire() as conn:
+            definition = shop.source_definition("demo-shop")
+            definition["refresh"] = {"miss_threshold": 1}  # a variant gone once is delisted
+            await save_source(conn, source_from_dict(definition))
+        before = {v["key"]: v for v in shop.variant_truth()}
+        async with Stack(env, tmp_path / "logs") as stack, TrawlClient(settings) as client:
+            jobs = []
+            for epoch, kind in ((0, "discovery"), (1, "refresh")):
+                shop.set_epoch(epoch)
+                reply = await client.trigger("demo-shop", kind=kind)
+                assert reply.error is None, reply.error
+                summary = await client.wait(reply.job_id, timeout=120)
+                assert summary["status"] == "completed" and "refresh" in summary, stack.logs()
+                jobs.append(reply.job_id)
+                if epoch == 0:
+                    rows = {p["key"]: p for p in await client.products("demo-shop")}
+                    got = {k: (p["price"], p["availability"]) for k, p in rows.items()}
+                    assert {k: got.get(k) for k in before} == {
+                        k: (v["price"], v["availability"]) for k, v in before.items()
+                    }
+                    # The group is in stock when any variant is, at its cheapest available.
+                    for key in {v["variant_of"] for v in before.values()}:
+                        mine = [v for v in before.values() if v["variant_of"] == key]
+                        available = [v for v in mine if v["availability"] == "in_stock"]
+                        if available and key in rows:
+                            assert rows[key]["availability"] == "in_stock"
+                            assert float(rows[key]["price"]) == min(
+                                float(v["price"]) for v in available
+                            )
+            after = {v["key"]: v for v in shop.variant_truth()}
+            rows = {p["key"]: p for p in await client.products("demo-shop")}
+            for key, v in after.items():
+                assert rows[key]["variant_of"] == v["variant_of"]
+                assert (rows[key]["price"], rows[key]["availability"]) == (
+                    v["price"],
+                    v["availability"],
+                ), key
+            # Each variant's own history: a second snapshot where it changed, none where not.
+            changed = {
+                k
+                for k in after
+                if k in before
+                and (after[k]["price"], after[k]["availability"])
+                != (before[k]["price"], before[k]["availability"])
+            }
+            assert changed, "the epoch changed no variant"
+            async with pool.acquire() as conn:
+                counts = dict(
+                    await conn.fetch(
+                        "SELECT key, count(*) FROM snapshots WHERE key LIKE '%#%' GROUP BY key"
+                    )
+                )
+                events = await conn.fetch(
+                    "SELECT key, variant, kind FROM product_events WHERE job_id = $1 "
+                    "AND variant <> ''",
+                    jobs[1],
+                )
+            assert {k for k in after if counts.get(k) == 2} == changed
+            want = expected(before, after)
+            assert Counter((e["variant"], e["kind"]) for e in events) == want
+            assert all(e["key"] == before[e["variant"]]["variant_of"] for e in events)
