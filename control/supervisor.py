@@ -17,7 +17,7 @@ from typing import BinaryIO
 
 log = logging.getLogger("trawl.supervisor")
 
-SERVICES = ("scheduler", "fetcher", "parser", "refresher")
+SERVICES = ("scheduler", "fetcher", "parser", "refresher", "notifier")
 # Every process ``trawl up`` runs, by name: the pipeline's services and the admin API.
 MODULES = {**{s: f"services.{s}" for s in SERVICES}, "api": "control.api"}
 DEMO_HOSTS = ("127.0.0.2", "127.0.0.3")

@@ -10,6 +10,7 @@ CREATE TABLE product_events (
     source text NOT NULL,
     key text NOT NULL,
     variant text NOT NULL DEFAULT '',
+    gtin text,  -- the product's (or variant's) GTIN when known: alert rules can name one
     job_id bigint NOT NULL,
     kind text NOT NULL,
     url text,

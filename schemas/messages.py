@@ -273,6 +273,7 @@ class ProductChange(Message, tag="product_change", kw_only=True, frozen=True):
     kind: ChangeKind
     key: str  # the product's key (for a variant, the product it belongs to)
     variant: str = ""  # the variant's own key; "" for the product itself
+    gtin: str | None = None
     url: str | None = None
     before: ProductState | None = None  # None for ``new``
     after: ProductState

@@ -4,7 +4,7 @@ the diffs. Defined once here; a store returns them and every reader shows them a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 
@@ -233,3 +233,43 @@ class ChangePage(msgspec.Struct, kw_only=True):
     items: list[ProductChange]
     next: int = 0
     more: bool = False
+
+
+# -- alert rules (the notifier's) --------------------------------------------------------------
+AlertCondition = Literal["below", "drop", "change", "back_in_stock", "out_of_stock", "delisted"]
+
+
+class AlertRuleIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A new alert rule: a source's change events, narrowed to a product, variant or GTIN, for
+    one condition; delivered to a webhook (signed) or an Apprise URL."""
+
+    source: str
+    condition: AlertCondition
+    # below: the price under which to alert; drop: the fall in % (10 for 10 %).
+    threshold: str | None = None
+    product_key: str | None = None
+    variant_key: str | None = None
+    gtin: str | None = None
+    min_change: float = 0.0  # price conditions: the least change in % worth an alert
+    debounce_seconds: int = 3600  # at most one alert per product within this window
+    webhook: str | None = None
+    secret: str | None = None  # the webhook's HMAC key; generated when not given
+    apprise: str | None = None
+    allow_private: list[str] = []  # networks the webhook may reach despite the SSRF guard
+
+
+class AlertRuleOut(msgspec.Struct, kw_only=True):
+    id: int
+    source: str
+    condition: AlertCondition
+    threshold: str | None = None
+    product_key: str | None = None
+    variant_key: str | None = None
+    gtin: str | None = None
+    min_change: float = 0.0
+    debounce_seconds: int = 3600
+    webhook: str | None = None
+    secret: str = ""
+    apprise: str | None = None
+    allow_private: list[str] = []
+    created_at: datetime | None = None

@@ -185,12 +185,14 @@ JOB_EVENTS: Channel[JobEvent] = Channel(
     durables=(Durable("refresher", ack_wait=60.0, only=lambda names: names.job_completed_any),),
 )
 # Product changes: ``<ns>.events.product.<source>.<kind>``, published by the refresher from its
-# outbox (``product_events``); in the events stream, so any reader can replay them.
+# outbox (``product_events``); in the events stream, so any reader can replay them. The notifier
+# turns them into alerts.
 PRODUCT_CHANGES: Channel[ProductChange] = Channel(
     n.EVENTS,
     ProductChange,
     lambda names: names.product_changes(),
     route=lambda names, change: names.product_change(change.source, change.kind),
+    durables=(Durable("notifier", ack_wait=60.0),),
 )
 # Dead letters: ``<ns>.dlq.<stream>``, written by every consumer, read by operators.
 DEAD_LETTERS: Channel[DeadLetter] = Channel(

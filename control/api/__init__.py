@@ -13,6 +13,7 @@ from pathlib import Path
 from aiohttp import web
 
 from control.api import (
+    alerts,
     changes,
     dlq,
     domains,
@@ -44,6 +45,7 @@ RESOURCES = (
     payloads,
     products,
     changes,
+    alerts,
     domains,
     proxies,
     workers,

@@ -47,6 +47,7 @@ class Change:
     after: ProductState
     direction: str | None = None
     percent: float | None = None
+    gtin: str | None = None
 
     def row(self) -> tuple[Any, ...]:
         before = None if self.before is None else msgspec.to_builtins(self.before)
@@ -61,6 +62,7 @@ class Change:
             msgspec.to_builtins(self.after),
             self.direction,
             self.percent,
+            self.gtin,
         )
 
 
@@ -133,7 +135,19 @@ def changes_of(
 ) -> list[Change]:
     key, variant = identity(product)
     return [
-        Change(source, key, variant, job_id, kind, product.url, before, after, direction, percent)
+        Change(
+            source,
+            key,
+            variant,
+            job_id,
+            kind,
+            product.url,
+            before,
+            after,
+            direction,
+            percent,
+            product.gtin,
+        )
         for kind, direction, percent in detect(before, after, relisted=relisted)
     ]
 
@@ -142,7 +156,7 @@ def delisting(source: str, job_id: int, d: store.Delisted) -> Change:
     key, variant = (d.variant_of, d.key) if d.variant_of else (d.key, "")
     before = state(d.price, d.sale_price, d.currency, d.before)
     after = state(d.price, d.sale_price, d.currency, "out_of_stock")
-    return Change(source, key, variant, job_id, "delisted", d.url, before, after)
+    return Change(source, key, variant, job_id, "delisted", d.url, before, after, gtin=d.gtin)
 
 
 def msg_id(change: ProductChange) -> str:

@@ -104,8 +104,8 @@ FRAGMENTS: dict[str, str] = {
     "product_updates": ", ".join(_update(c) for c in PRODUCT_FIELDS if c != "key"),
     "product_out": ", ".join(OUT_COLUMNS),
     # A change event as schemas.messages.ProductChange (store.py decodes it).
-    "product_event": "id, source, kind, key, variant, url, before, after, direction, percent, "
-    "job_id, extract(epoch FROM at)::float8 AS at",
+    "product_event": "id, source, kind, key, variant, gtin, url, before, after, direction, "
+    "percent, job_id, extract(epoch FROM at)::float8 AS at",
 }
 
 

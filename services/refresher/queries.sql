@@ -164,7 +164,7 @@ WITH d AS (
     FOR UPDATE)
 UPDATE products p SET availability = 'out_of_stock', delisted_at = now(), updated_at = now()
 FROM d WHERE p.source = $1 AND p.key = d.key
-RETURNING p.key, p.variant_of, p.url, p.price, p.sale_price, p.currency, d.before
+RETURNING p.key, p.variant_of, p.url, p.gtin, p.price, p.sale_price, p.currency, d.before
 
 -- name: snapshot_delisted
 -- The delisting is a stock change: a snapshot of it.
@@ -267,12 +267,12 @@ ORDER BY key, job_id DESC, id DESC
 -- published after the commit. Ids follow the order of observation. (The products behind the
 -- rows are locked already, so two replicas never race for one key.)
 INSERT INTO product_events (source, key, variant, job_id, kind, url, before, after, direction,
-                            percent)
-SELECT source, key, variant, job_id, kind, url, before, after, direction, percent
+                            percent, gtin)
+SELECT source, key, variant, job_id, kind, url, before, after, direction, percent, gtin
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[],
-            $7::jsonb[], $8::jsonb[], $9::text[], $10::float8[])
+            $7::jsonb[], $8::jsonb[], $9::text[], $10::float8[], $11::text[])
      WITH ORDINALITY AS e(source, key, variant, job_id, kind, url, before, after, direction,
-                          percent, n)
+                          percent, gtin, n)
 ORDER BY n
 ON CONFLICT DO NOTHING
 RETURNING {product_event}

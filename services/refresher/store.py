@@ -130,7 +130,7 @@ def _event(row: asyncpg.Record) -> ProductChange:
 
 
 async def insert_events(conn: Conn, rows: Sequence[tuple[Any, ...]]) -> list[ProductChange]:
-    """Record (source, key, variant, job, kind, url, before, after, direction, percent) rows;
+    """Record (source, key, variant, job, kind, url, before, after, direction, percent, gtin) rows;
     returns the events that are new, in id order."""
     if not rows:
         return []
@@ -214,6 +214,7 @@ class Delisted:
     key: str
     variant_of: str | None
     url: str | None
+    gtin: str | None
     price: Decimal | None
     sale_price: Decimal | None
     currency: str | None

@@ -21,9 +21,9 @@ build_parser()  # imports every CLI module, which registers its commands
 CLI_COMMANDS = tuple(COMMANDS)
 
 REQUIRED = {"nats", "postgres", "jaeger", "migrate", "scheduler", "fetcher", "parser", "api"}
-REQUIRED |= {"refresher", "demo-shop"}
-SCALABLE = ("scheduler", "fetcher", "parser", "refresher", "api", "demo-shop")
-WORKERS = ("scheduler", "fetcher", "parser", "refresher", "api")
+REQUIRED |= {"refresher", "notifier", "demo-shop"}
+SCALABLE = ("scheduler", "fetcher", "parser", "refresher", "notifier", "api", "demo-shop")
+WORKERS = ("scheduler", "fetcher", "parser", "refresher", "notifier", "api")
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +122,7 @@ def test_api_serves_on_all_interfaces(services: dict[str, dict[str, Any]]) -> No
         ("fetcher", "services.fetcher"),
         ("parser", "services.parser"),
         ("refresher", "services.refresher"),
+        ("notifier", "services.notifier"),
         ("api", "control.api"),
         ("demo-shop", "demo"),
     ],
