@@ -372,6 +372,30 @@ async def test_changes_cursor_and_filters(api: Api, pool) -> None:
     assert len(recent["items"]) == 4
 
 
+async def test_alert_rules_crud_and_refusals(api: Api) -> None:
+    body = {
+        "source": "shop",
+        "condition": "drop",
+        "threshold": "10",
+        "webhook": "https://h.example/x",
+    }
+    status, rule, _ = await api.call("POST", "/api/alerts", json=body)
+    assert status == 201 and rule["condition"] == "drop" and len(rule["secret"]) == 64
+    status, _, _ = await api.call("POST", "/api/alerts", json=body, token=READ)
+    assert status == 403
+    unsafe = {**body, "webhook": "https://127.0.0.1/x"}
+    status, problem, _ = await api.call("POST", "/api/alerts", json=unsafe)
+    assert status == 422 and "loopback" in problem["detail"]
+    status, problem, _ = await api.call("POST", "/api/alerts", json={**body, "condition": "x"})
+    assert status == 422
+    status, rules, _ = await api.call("GET", "/api/alerts?source=shop", token=READ)
+    assert [r["id"] for r in rules] == [rule["id"]]
+    status, _, _ = await api.call("DELETE", f"/api/alerts/{rule['id']}")
+    assert status == 204
+    status, _, _ = await api.call("DELETE", f"/api/alerts/{rule['id']}")
+    assert status == 404
+
+
 # -- proxies ------------------------------------------------------------------------------------
 async def test_proxies_never_show_credentials(api: Api) -> None:
     status, body, _ = await api.call("POST", "/api/proxies", json={"url": "ftp://u:secret@h:1"})
