@@ -78,6 +78,7 @@ def test_scale_parsing() -> None:
         "fetcher": 3,
         "parser": 2,
         "refresher": 1,
+        "notifier": 1,
         "api": 1,
     }
     with pytest.raises(ValueError, match="unknown service"):
