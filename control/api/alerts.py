@@ -1,11 +1,12 @@
 """Alert rules (issue 18): the notifier's ``alert_rules``, managed like the CLI's ``trawl alerts``.
 
-A rule's secret (the webhook's HMAC key) is shown when it is created and in the listing: the
-API's read token is for operators, like the rule's webhook itself.
+A rule's secret (the webhook's HMAC key) is shown once, in the answer to its creation; the
+listing, which the read token may see, leaves it out.
 """
 
 from __future__ import annotations
 
+import msgspec
 from aiohttp import web
 
 from control.api.problems import Problem
@@ -19,7 +20,7 @@ from shared.errors import ConfigError
 async def list_rules(request: web.Request) -> web.Response:
     async with pool_of(request).acquire() as conn:
         rules = await store.list_rules(conn, query_str(request, "source"))
-    return respond(rules)
+    return respond([msgspec.structs.replace(r, secret="") for r in rules])
 
 
 async def create_rule(request: web.Request) -> web.Response:

@@ -134,7 +134,10 @@ async def cmd_alerts(args: argparse.Namespace, settings: Settings) -> int:
                 args, data, lambda: print(f"rule {out.id}: {_describe(data)}; secret {out.secret}")
             )
         elif args.action == "list":
-            rules = [msgspec.to_builtins(r) for r in await store.list_rules(conn, args.source)]
+            rules = [
+                msgspec.to_builtins(msgspec.structs.replace(r, secret=""))
+                for r in await store.list_rules(conn, args.source)
+            ]
             emit(args, rules, lambda: [print(f"{r['id']}: {_describe(r)}") for r in rules])
         else:
             if not await store.delete_rule(conn, args.id):
