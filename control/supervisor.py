@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 log = logging.getLogger("trawl.supervisor")
 
-SERVICES = ("scheduler", "fetcher", "parser", "refresher")
+SERVICES = ("scheduler", "fetcher", "parser", "refresher", "notifier")
 # Every process ``trawl up`` runs, by name: the pipeline's services, the renderers (browsers
 # for sources that render, a role of the fetcher) and the admin API.
 MODULES = {

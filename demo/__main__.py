@@ -30,6 +30,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--log", type=Path, help="append a JSON line per request")
     parser.add_argument("--truth-file", type=Path, help="write the truth JSON at start")
     parser.add_argument("--no-etags", action="store_true", help="never answer 304")
+    parser.add_argument(
+        "--variants", action="store_true", help="product pages as groups of their options"
+    )
     parser.add_argument("--latency", type=float, default=0.0, help="seconds per response")
     parser.add_argument("--rate-429", type=float, default=0.0)
     parser.add_argument("--rate-503", type=float, default=0.0)
@@ -57,6 +60,7 @@ async def serve(args: argparse.Namespace) -> None:
         ),
         log_path=args.log,
         etags=not args.no_etags,
+        variants=args.variants,
         advertise=[a.strip() for a in args.advertise.split(",")] if args.advertise else None,
     )
     stop = asyncio.Event()

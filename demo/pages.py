@@ -16,9 +16,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from html import escape
+from typing import Any
 from urllib.parse import quote_plus
 
+from demo.api import variants
 from demo.catalog import SCHEMA_AVAILABILITY, Catalog, Product, epoch_date
 
 HTML = "text/html; charset=utf-8"
@@ -82,8 +85,13 @@ _SCRIPT = _noise_script()
 class Pages:
     """Renders every page of one host of the shop."""
 
-    def __init__(self, catalog: Catalog, host: int, per_page: int = 8) -> None:
+    def __init__(
+        self, catalog: Catalog, host: int, per_page: int = 8, *, variants: bool = False
+    ) -> None:
         self.catalog = catalog
+        # Product pages as a ProductGroup with one variant per option (demo.api's options, the
+        # same prices and stock the API sources see), instead of one Product with one offer.
+        self.variants = variants
         self.host = host
         self.per_page = per_page
         self.base = catalog.base_urls[host]
@@ -96,6 +104,32 @@ class Pages:
             self.broken.setdefault(category, []).append(f"discontinued-{category}-{k + 1}")
         self._header = self._render_header()
         self._footer = self._render_footer()
+
+    def _group(
+        self, p: Product, ld: dict[str, Any], options: list[dict[str, Any]], availability: str
+    ) -> dict[str, Any]:
+        """The product as a ProductGroup: each option a variant with its own sku and offer."""
+        sold_out = "preorder" if availability == "preorder" else "out_of_stock"
+        group = {k: v for k, v in ld.items() if k not in ("sku", "offers")}
+        group["@type"] = "ProductGroup"
+        group["productGroupID"] = p.sku
+        group["variesBy"] = "https://schema.org/size"
+        group["hasVariant"] = [
+            {
+                "@type": "Product",
+                "sku": o["sku"],
+                "name": f"{p.name} ({o['option']})",
+                "size": o["option"],
+                "offers": {
+                    "@type": "Offer",
+                    "price": o["sale_price"] or o["price"],
+                    "priceCurrency": self.currency,
+                    "availability": SCHEMA_AVAILABILITY["in_stock" if o["stock"] else sold_out],
+                },
+            }
+            for o in options
+        ]
+        return group
 
     # -- chrome ------------------------------------------------------------------------------
     def _render_header(self) -> str:
@@ -309,6 +343,12 @@ class Pages:
                 "url": url,
             },
         }
+        options = variants(self.catalog, p, epoch) if self.variants else []
+        if len(options) > 1:
+            ld = self._group(p, ld, options, availability)
+            # The page shows what the cheapest option in stock costs (any option if none is).
+            paid = [Decimal(o["sale_price"] or o["price"]) for o in options if o["stock"]]
+            price = str(min(paid or [Decimal(o["sale_price"] or o["price"]) for o in options]))
         crumbs = {
             "@context": "https://schema.org",
             "@type": "BreadcrumbList",

@@ -103,6 +103,7 @@ class DemoShop:
         etags: bool = True,
         cache_bytes: int = 128 * 1024 * 1024,
         advertise: Sequence[str] | None = None,
+        variants: bool = False,
     ) -> None:
         if len(hosts) < 1:
             raise ValueError("at least one host is needed")
@@ -114,6 +115,7 @@ class DemoShop:
             raise ValueError("advertise needs one name per host")
         self.port = port
         self.per_page = per_page
+        self.variants = variants  # product pages as groups of their options (demo.api)
         self.etags = etags  # ETag/Last-Modified validation (304s)
         self.log_path = Path(log_path) if log_path else None
         self.base_urls = [f"http://{h}:{port}" for h in (self.advertise or self.hosts)]
@@ -129,7 +131,9 @@ class DemoShop:
         self._cache: LRU[tuple[int, int, Route], Rendered] = LRU(
             cache_bytes, weigh=lambda page: len(page.body)
         )
-        self._pages = [Pages(self.catalog, i, per_page) for i in range(len(self.hosts))]
+        self._pages = [
+            Pages(self.catalog, i, per_page, variants=variants) for i in range(len(hosts))
+        ]
         self._js = [JsPages(self.catalog, pages) for pages in self._pages]
         self._runners: list[web.ServerRunner] = []
         self._log_file: IO[str] | None = None
@@ -156,7 +160,10 @@ class DemoShop:
             raise
         # Absolute links depend on the bound ports: rebuild the renderers.
         self.catalog.base_urls = list(self.base_urls)
-        self._pages = [Pages(self.catalog, i, self.per_page) for i in range(len(self.hosts))]
+        self._pages = [
+            Pages(self.catalog, i, self.per_page, variants=self.variants)
+            for i in range(len(self.hosts))
+        ]
         self._js = [JsPages(self.catalog, pages) for pages in self._pages]
         self._cache.clear()
 
@@ -205,6 +212,29 @@ class DemoShop:
 
     def delisted(self) -> list[dict[str, str]]:
         return self.catalog.delisted(self._epoch)
+
+    def variant_truth(self) -> list[dict[str, str]]:
+        """With ``variants``: each listed product's variants as a crawler should find them
+        (key ``<product sku>#<variant sku>``, the price paid, in or out of stock)."""
+        out = []
+        state = self.catalog.state(self._epoch)
+        for p in self.catalog.products:
+            if p.index not in state.listed:
+                continue
+            options = api.variants(self.catalog, p, self._epoch)
+            if len(options) < 2:
+                continue
+            sold_out = "preorder" if state.availability[p.index] == "preorder" else "out_of_stock"
+            for o in options:
+                out.append(
+                    {
+                        "key": f"{p.sku}#{o['sku']}",
+                        "variant_of": p.sku,
+                        "price": o["sale_price"] or o["price"],
+                        "availability": "in_stock" if o["stock"] else sold_out,
+                    }
+                )
+        return out
 
     def source_definition(self, name: str = "demo-shop") -> dict[str, Any]:
         """A trawl source definition that crawls exactly this running shop."""

@@ -207,6 +207,10 @@ class Product(msgspec.Struct, kw_only=True, frozen=True):
     # availability and absence must not count (a miss, out of stock) against the product.
     found_by: str | None = None
     confidence: float | None = None
+    # A variant (one size or colour of a product group) is a product row of its own, with its
+    # own key, sku, attributes, price, stock, history and misses; ``variant_of`` is the key of
+    # the product it belongs to.
+    variant_of: str | None = None
 
     @property
     def confident(self) -> bool:
@@ -267,6 +271,49 @@ class DeadLetter(Message, tag="dead_letter", kw_only=True, frozen=True):
     truncated: bool = False
 
 
+ChangeKind = Literal[
+    "new", "price_changed", "out_of_stock", "back_in_stock", "delisted", "relisted"
+]
+CHANGE_KINDS: tuple[ChangeKind, ...] = (
+    "new",
+    "price_changed",
+    "out_of_stock",
+    "back_in_stock",
+    "delisted",
+    "relisted",
+)
+
+
+class ProductState(msgspec.Struct, kw_only=True, frozen=True):
+    """What a change event compares: prices are decimal strings."""
+
+    price: str | None = None
+    sale_price: str | None = None
+    currency: str | None = None
+    availability: Availability | None = None
+
+
+class ProductChange(Message, tag="product_change", kw_only=True, frozen=True):
+    """One real change of a product (or of one of its variants), published by the refresher on
+    ``<ns>.events.product.<source>.<kind>``. ``id`` is the change's position in the
+    ``product_events`` table (a cursor); the idempotency key is (source, key, variant, job, kind).
+    """
+
+    id: int
+    source: str
+    kind: ChangeKind
+    key: str  # the product's key (for a variant, the product it belongs to)
+    variant: str = ""  # the variant's own key; "" for the product itself
+    gtin: str | None = None
+    url: str | None = None
+    before: ProductState | None = None  # None for ``new``
+    after: ProductState
+    direction: Literal["up", "down"] | None = None  # price_changed only
+    percent: float | None = None  # price_changed only: (after - before) / before, in %
+    job_id: int
+    at: float = 0.0
+
+
 ALL_MESSAGES: tuple[type[Message], ...] = (
     Trigger,
     TriggerReply,
@@ -275,4 +322,5 @@ ALL_MESSAGES: tuple[type[Message], ...] = (
     ParseResult,
     JobEvent,
     DeadLetter,
+    ProductChange,
 )

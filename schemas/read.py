@@ -4,11 +4,11 @@ the diffs. Defined once here; a store returns them and every reader shows them a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 import msgspec
 
-from schemas.messages import Availability, Product
+from schemas.messages import Availability, Product, ProductChange
 from schemas.source import Source
 
 T = TypeVar("T")
@@ -222,3 +222,54 @@ class JobDiff(msgspec.Struct, kw_only=True, frozen=True):
     removed: list[str]
     price_changes: list[PriceChange]
     stock_changes: list[StockChange]
+
+
+# -- product changes ---------------------------------------------------------------------------
+class ChangePage(msgspec.Struct, kw_only=True):
+    """Change events in id order after a cursor. ``next`` is the cursor to ask with next time
+    (the last id shown, or the cursor asked with when none came: events keep coming, so a
+    reader polls with it); ``more`` says whether the next page is already full."""
+
+    items: list[ProductChange]
+    next: int = 0
+    more: bool = False
+
+
+# -- alert rules (the notifier's) --------------------------------------------------------------
+AlertCondition = Literal["below", "drop", "change", "back_in_stock", "out_of_stock", "delisted"]
+
+
+class AlertRuleIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A new alert rule: a source's change events, narrowed to a product, variant or GTIN, for
+    one condition; delivered to a webhook (signed) or an Apprise URL."""
+
+    source: str
+    condition: AlertCondition
+    # below: the price under which to alert; drop: the fall in % (10 for 10 %).
+    threshold: str | None = None
+    product_key: str | None = None
+    variant_key: str | None = None
+    gtin: str | None = None
+    min_change: float = 0.0  # price conditions: the least change in % worth an alert
+    debounce_seconds: int = 3600  # at most one alert per product within this window
+    webhook: str | None = None
+    secret: str | None = None  # the webhook's HMAC key; generated when not given
+    apprise: str | None = None
+    allow_private: list[str] = []  # networks the webhook may reach despite the SSRF guard
+
+
+class AlertRuleOut(msgspec.Struct, kw_only=True):
+    id: int
+    source: str
+    condition: AlertCondition
+    threshold: str | None = None
+    product_key: str | None = None
+    variant_key: str | None = None
+    gtin: str | None = None
+    min_change: float = 0.0
+    debounce_seconds: int = 3600
+    webhook: str | None = None
+    secret: str = ""
+    apprise: str | None = None
+    allow_private: list[str] = []
+    created_at: datetime | None = None

@@ -29,6 +29,7 @@ from schemas.messages import (
     JobEvent,
     Message,
     ParseResult,
+    ProductChange,
     Trigger,
     version_of,
 )
@@ -191,6 +192,16 @@ JOB_EVENTS: Channel[JobEvent] = Channel(
     route=lambda names, event: names.job_event(event.job_id, event.event),
     durables=(Durable("refresher", ack_wait=60.0, only=lambda names: names.job_completed_any),),
 )
+# Product changes: ``<ns>.events.product.<source>.<kind>``, published by the refresher from its
+# outbox (``product_events``); in the events stream, so any reader can replay them. The notifier
+# turns them into alerts.
+PRODUCT_CHANGES: Channel[ProductChange] = Channel(
+    n.EVENTS,
+    ProductChange,
+    lambda names: names.product_changes(),
+    route=lambda names, change: names.product_change(change.source, change.kind),
+    durables=(Durable("notifier", ack_wait=60.0),),
+)
 # Dead letters: ``<ns>.dlq.<stream>``, written by every consumer, read by operators.
 DEAD_LETTERS: Channel[DeadLetter] = Channel(
     n.DLQ,
@@ -206,6 +217,7 @@ CHANNELS: tuple[Channel[Any], ...] = (
     FETCH_RESULTS,
     PARSE_RESULTS,
     JOB_EVENTS,
+    PRODUCT_CHANGES,
     DEAD_LETTERS,
 )
 

@@ -61,6 +61,13 @@ class Names:
     def job_completed_any(self) -> str:
         return f"{self.ns}.events.job.*.completed"
 
+    def product_change(self, source: str, kind: str) -> str:
+        return f"{self.ns}.events.product.{source}.{kind}"
+
+    def product_changes(self, source: str = "*", kind: str = "*") -> str:
+        """Wildcard over a source's product changes (every source's with the default)."""
+        return f"{self.ns}.events.product.{source}.{kind}"
+
     @property
     def events_all(self) -> str:
         return f"{self.ns}.events.>"

@@ -99,6 +99,9 @@ def stream_configs(names: Names, replicas: int = 1) -> list[api.StreamConfig]:
             retention=api.RetentionPolicy.LIMITS,
             storage=file,
             max_age=7 * DAY,
+            # The refresher's outbox sweep may publish a product change again a minute after a
+            # crash: its Nats-Msg-Id must still be remembered then.
+            duplicate_window=300.0,
         ),
         api.StreamConfig(
             name=names.stream(n.DLQ),

@@ -13,6 +13,8 @@ from pathlib import Path
 from aiohttp import web
 
 from control.api import (
+    alerts,
+    changes,
     dlq,
     domains,
     health,
@@ -37,7 +39,20 @@ log = logging.getLogger("trawl.scheduler.api")
 STATIC = Path(__file__).parent / "static"
 # Every resource module, imported by name: a module that fails to import fails the API at
 # start, instead of silently leaving its routes out.
-RESOURCES = (health, jobs, sources, schedules, payloads, products, domains, proxies, workers, dlq)
+RESOURCES = (
+    health,
+    jobs,
+    sources,
+    schedules,
+    payloads,
+    products,
+    changes,
+    alerts,
+    domains,
+    proxies,
+    workers,
+    dlq,
+)
 ROUTES_KEY = web.AppKey("routes", list)
 
 

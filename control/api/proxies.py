@@ -11,10 +11,10 @@ from aiohttp import web
 from control.api.problems import Problem
 from control.api.routes import ID, Param, Route, path_id, pool_of, read_body, respond, rt_of
 from schemas.read import ProxyOut
-from services.fetcher.guard import ProxyRules, UnsafeURL, check_proxy_resolved
 from services.scheduler import proxies as registry
 from services.scheduler.operations import NotFound
 from services.scheduler.store import Conn
+from shared.guard import ProxyRules, UnsafeURL, check_proxy_resolved
 
 
 class ProxyIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):

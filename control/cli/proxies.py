@@ -81,7 +81,7 @@ async def cmd_proxies(args: argparse.Namespace, settings: Settings) -> int:
     writes = args.action != "list"
     async with _clients(settings, nats=writes) as (conn, js, names):
         if args.action == "add":
-            from services.fetcher.guard import ProxyRules, UnsafeURL, check_proxy_resolved
+            from shared.guard import ProxyRules, UnsafeURL, check_proxy_resolved
 
             try:
                 await check_proxy_resolved(args.url.strip(), ProxyRules.from_settings(settings))

@@ -35,10 +35,10 @@ import wreq.exceptions as wreq_errors
 from multidict import CIMultiDict
 from yarl import URL
 
-from services.fetcher.guard import GuardedResolver, IPAddress, UnsafeURL, parse_ip
 from services.fetcher.http import TransportError
 from services.fetcher.identity import Identity
 from services.fetcher.proxies import Proxy
+from shared.guard import GuardedResolver, IPAddress, UnsafeURL, parse_ip
 
 PIN_TTL = 120.0  # seconds a host's checked addresses are used before they are checked again
 _DRAIN = 64 * 1024  # an unread body this short is drained to keep its connection

@@ -21,14 +21,14 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from schemas.outcomes import classify_status
-from services.fetcher.guard import (
+from services.fetcher.proxies import Proxy
+from shared.guard import (
     Allowlist,
     GuardedResolver,
     UnsafeURL,
     check_target,
     unsafe_cause,
 )
-from services.fetcher.proxies import Proxy
 
 REDIRECTS = (301, 302, 303, 307, 308)
 CHUNK = 64 * 1024

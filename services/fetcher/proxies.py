@@ -35,8 +35,8 @@ from nats.js.kv import KeyValue
 from yarl import URL
 
 from schemas.records import ACTIVE_KEY, ActiveProxies, ProxyEntry, decode_active
-from services.fetcher.guard import ProxyRules, UnsafeURL, check_proxy
 from shared.errors import TrawlError
+from shared.guard import ProxyRules, UnsafeURL, check_proxy
 
 log = logging.getLogger("trawl.fetcher.proxies")
 

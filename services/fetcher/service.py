@@ -18,13 +18,6 @@ from yarl import URL
 from schemas.messages import FetchPolicy, FetchResult, FetchWork
 from services.fetcher.browser import BrowserSession, Trust
 from services.fetcher.cookies import CookieStore
-from services.fetcher.guard import (
-    Allowlist,
-    GuardedResolver,
-    ProxyRules,
-    UnsafeURL,
-    check_target,
-)
 from services.fetcher.http import PlainTransport, Response, Transport, request
 from services.fetcher.identity import (
     PLAIN_ENCODING,
@@ -43,6 +36,13 @@ from shared.bus import Unpublishable, send
 from shared.channels import FETCH_RESULTS, FETCH_WORK
 from shared.consumer import Delivery
 from shared.errors import TrawlError
+from shared.guard import (
+    Allowlist,
+    GuardedResolver,
+    ProxyRules,
+    UnsafeURL,
+    check_target,
+)
 from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore
 from shared.service import Runtime

@@ -13,9 +13,9 @@ import time
 from collections import OrderedDict
 
 from services.fetcher.browser import BrowserSession, Trust
-from services.fetcher.guard import GuardedResolver
 from services.fetcher.identity import Identity
 from services.fetcher.proxies import Proxy
+from shared.guard import GuardedResolver
 
 MAX_SESSIONS = 1024
 IDLE = 900.0  # seconds; about how long a site's own session cookies last without activity

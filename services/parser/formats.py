@@ -44,7 +44,7 @@ def parse_payload(
         page = parse_api(body, url, api, request=request, keyword=keyword)
         return Parsed(product=None, links=page.links, products=page.products, error=page.error)
     html = parse_page(body, url, content_type=content_type, source=source, kind=kind)
-    products: list[Product] = []
+    products: list[Product] = list(html.variants)
     if api is not None and api.embedded and api.mapping is not None:
-        products = embedded_products(body, url, api.embedded, api.mapping)
+        products += embedded_products(body, url, api.embedded, api.mapping)
     return Parsed(product=html.product, links=html.links, products=products)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -34,6 +34,7 @@ from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, node_urls, select_main
+from services.parser.variants import expand as expand_variants
 from services.parser.visible import Visible, find_buttons, read_visible
 from shared.metrics import Counter
 from shared.urls import canonicalize
@@ -58,6 +59,7 @@ _FIELD_NAMES = ("sku", "gtin", "mpn", "name", "brand", "price", "sale_price", "c
 class PageParse(msgspec.Struct, frozen=True):
     product: Product | None
     links: list[Link]
+    variants: list[Product] = []  # the product's sizes/colours, each a row of its own
 
 
 def parse_page(
@@ -78,16 +80,17 @@ def parse_page(
     forest = _guard("jsonld", url, lambda: extract_jsonld(tree)) or Forest()
     # <link rel href>: the canonical URL and rel=next/prev; one walk of the tree for both.
     heads = _guard("links", url, lambda: tree.css("link[rel][href]")) or []
-    product = _guard(
+    found = _guard(
         "product", url, lambda: _product(tree, text, url, base, forest, source, kind, heads)
     )
+    product, variants = found if found is not None else (None, [])
     rules = _guard("rules", url, lambda: Rules.build(source, url))
     links = (
         _guard("links", url, lambda: _links(tree, text, url, base, rules, forest, heads))
         if rules
         else None
     )
-    return PageParse(product=product, links=links or [])
+    return PageParse(product=product, links=links or [], variants=variants)
 
 
 def _links(
@@ -173,7 +176,7 @@ def _product(
     source: Source | None,
     kind: str | None,
     heads: list[LexborNode],
-) -> Product | None:
+) -> tuple[Product | None, list[Product]]:
     canonical = _canonical(heads, base)
     page_urls = {u for u in (canonicalize(url), canonical) if u}
     # A listing's page has no product; only a structured product that names this very page
@@ -187,6 +190,7 @@ def _product(
     levels: list[tuple[str, Fields]] = []
     decided: int | None = None
     veto = listing
+    structured: tuple[dict[str, Any], dict[str, Any]] | None = None  # the deciding node, index
     for name, extract in (
         ("jsonld", lambda: forest),
         ("microdata", lambda: extract_microdata(tree)),
@@ -204,6 +208,7 @@ def _product(
             fields = node_fields(verdict.node, found.index)  # type: ignore[union-attr]
             if decided is None and not veto:
                 decided = len(levels)
+                structured = (verdict.node, found.index)  # type: ignore[union-attr]
         elif verdict is not None and verdict.kind == "veto" and decided is None:
             veto = True
         levels.append((name, fields))
@@ -219,7 +224,7 @@ def _product(
     custom = _css_fields(tree, source) if source is not None and source.fields else {}
     if decided is None:
         if listing or not (custom and _source_says_product(tree, url, source)):
-            return None
+            return None, []
         levels.append(("css", {}))
         decided = len(levels) - 1
     fields = merge([level for _, level in levels], decided=decided)
@@ -227,7 +232,7 @@ def _product(
     checked = crosscheck(fields, found_by, shown, html=text, urls=(canonical, url))
     fields.update(custom)
     og_url = meta.first("og:url") if meta is not None else None
-    return _to_product(
+    product = _to_product(
         fields,
         canonical=canonical if "url" not in custom else None,
         og_url=og_url,
@@ -235,6 +240,12 @@ def _product(
         base=base,
         checked=checked,
     )
+    if product is None or structured is None:
+        return product, []
+    node, index = structured
+    return product, _guard(
+        "variants", url, lambda: expand_variants(node, index, product, base)
+    ) or []
 
 
 def _page_title(tree: LexborHTMLParser) -> str | None:

@@ -103,6 +103,9 @@ FRAGMENTS: dict[str, str] = {
     "locked_products": ", ".join(_locked(c) for c in STAGED_COLUMNS),
     "product_updates": ", ".join(_update(c) for c in PRODUCT_FIELDS if c != "key"),
     "product_out": ", ".join(OUT_COLUMNS),
+    # A change event as schemas.messages.ProductChange (store.py decodes it).
+    "product_event": "id, source, kind, key, variant, gtin, url, before, after, direction, "
+    "percent, job_id, extract(epoch FROM at)::float8 AS at",
 }
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from schemas.messages import ProductChange
 from schemas.source import Source
-from services.refresher import store
+from services.refresher import changes, store
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class MissReport:
     seen: int = 0
     missed: int = 0
     delisted: int = 0
+    events: tuple[ProductChange, ...] = ()  # recorded, to publish after the commit
 
 
 async def failure_rate(conn: store.Conn, job_id: int) -> float:
@@ -49,7 +51,16 @@ async def count_misses(conn: store.Conn, job: store.FrontierJob, source: Source)
     changed = [d for d in delisted if d.before != "out_of_stock"]
     if changed:
         await store.snapshot_delisted(conn, job.source, job.job_id, changed)
-    report = MissReport(counted=True, seen=len(seen), missed=len(missed), delisted=len(delisted))
+    events = await store.insert_events(
+        conn, [changes.delisting(job.source, job.job_id, d).row() for d in delisted]
+    )
+    report = MissReport(
+        counted=True,
+        seen=len(seen),
+        missed=len(missed),
+        delisted=len(delisted),
+        events=tuple(events),
+    )
     await store.record_counted(conn, job.job_id, report.seen, report.missed, report.delisted)
     return report
 

@@ -25,8 +25,8 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from schemas.messages import Attempt, Message, ParseResult, Product
-from services.refresher import store
+from schemas.messages import Attempt, Message, ParseResult, Product, ProductChange, ProductState
+from services.refresher import changes, store
 from services.refresher.columns import JSON_FIELDS, KEEP_WHEN_ABSENT, PRODUCT_FIELDS
 
 _json = msgspec.json.Encoder()
@@ -58,6 +58,7 @@ class Applied:
     duplicates: int = 0
     upserts: int = 0
     snapshots: int = 0
+    events: tuple[ProductChange, ...] = ()  # recorded, to publish after the commit
 
 
 def to_decimal(value: str | None) -> Decimal | None:
@@ -183,7 +184,9 @@ async def _apply(conn: store.Conn, results: Sequence[Result], *, replay: bool) -
     new_ids = await store.record_results(conn, records)
     fresh = [r for r in unique.values() if r.attempt.id in new_ids]
     sightings = [(r, p) for r in fresh for p in r.sightings() if p.confident]
-    upserts, snapshots = await _upsert(conn, sightings, replay=replay) if sightings else (0, 0)
+    upserts, snapshots, events = (
+        await _upsert(conn, sightings, replay=replay) if sightings else (0, 0, [])
+    )
     bare = [r for r in fresh if not r.sightings() and r.not_modified and not replay]
     if bare:
         await store.seen_by_url(
@@ -194,12 +197,17 @@ async def _apply(conn: store.Conn, results: Sequence[Result], *, replay: bool) -
         duplicates=len(results) - len(fresh),
         upserts=upserts,
         snapshots=snapshots,
+        events=tuple(events),
     )
+
+
+def _shown_state(now: State, currency: str | None) -> ProductState:
+    return changes.state(now[0], now[1], currency, now[2])
 
 
 async def _upsert(
     conn: store.Conn, sightings: list[tuple[Result, Product]], *, replay: bool
-) -> tuple[int, int]:
+) -> tuple[int, int, list[ProductChange]]:
     # Order of arrival within the batch is the order of observation: the last one wins the
     # row, and every change along the way gets its snapshot.
     sightings.sort(key=lambda s: s[0].attempt.job_id)  # stable: arrival order within a job
@@ -208,6 +216,10 @@ async def _upsert(
     state = {k: _stored_state(row) for k, row in prev.items()}
     final: dict[tuple[str, str], tuple[Result, tuple[Any, ...]]] = {}
     snaps: list[tuple[Any, ...]] = []
+    # What change events compare: the stored state, then each sighting's in order.
+    shown = {k: _shown_state(st, prev[k]["currency"]) for k, st in state.items()}
+    relisted = {k for k, row in prev.items() if row["delisted"]}
+    found: list[changes.Change] = []
     for r, p in sightings:
         a = r.attempt
         k = (a.source, p.key)
@@ -215,11 +227,20 @@ async def _upsert(
         if row is not None and row["last_seen_job"] is not None and row["last_seen_job"] > a.job_id:
             continue  # an older job's late result: the newer observation stands
         now = _state(p)
-        if state.get(k) != now:
-            prices = _json_text(p.prices) if p.prices else None
-            price, sale = _numeric(now[0]), _numeric(now[1])
-            snaps.append((a.source, p.key, a.job_id, price, sale, p.currency, now[2], prices))
-            state[k] = now
+        if state.get(k) != now or k in relisted:
+            if state.get(k) != now:
+                prices = _json_text(p.prices) if p.prices else None
+                price, sale = _numeric(now[0]), _numeric(now[1])
+                snaps.append((a.source, p.key, a.job_id, price, sale, p.currency, now[2], prices))
+                state[k] = now
+            if not replay:
+                after = _shown_state(now, p.currency)
+                back = k in relisted
+                relisted.discard(k)
+                found += changes.changes_of(
+                    a.source, a.job_id, p, shown.get(k), after, relisted=back
+                )
+                shown[k] = after
         final[k] = (r, _values(p, now))
     # Most sightings of a refresh change nothing: those rows are not rewritten here. Their
     # last-seen mark is set once per job, when its misses are counted (misses.py).
@@ -232,4 +253,5 @@ async def _upsert(
         await store.upsert_products(conn, rows, replay=replay)
     if snaps:
         await store.insert_snapshots(conn, snaps)
-    return len(rows), len(snaps)
+    events = await store.insert_events(conn, [c.row() for c in found])
+    return len(rows), len(snaps), events

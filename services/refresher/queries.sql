@@ -53,9 +53,10 @@ RETURNING attempt_id
 -- The products the new results name, locked in key order. (Keys come as arrays: a join with
 -- the staging table, which has no statistics, can be planned as a scan of all products.)
 -- Only flags and non-empty JSON come back: less to decode. Columns: source, the Product fields
--- in order (products.py compares them by position), last_seen_job, missed.
+-- in order (products.py compares them by position), last_seen_job, missed, delisted.
 SELECT {locked_products},
-       p.consecutive_misses <> 0 OR p.delisted_at IS NOT NULL AS missed
+       p.consecutive_misses <> 0 OR p.delisted_at IS NOT NULL AS missed,
+       p.delisted_at IS NOT NULL AS delisted
 FROM products p JOIN unnest($1::text[], $2::text[]) AS k(source, key)
   ON p.source = k.source AND p.key = k.key
 ORDER BY p.source, p.key
@@ -179,7 +180,7 @@ WITH d AS (
     FOR UPDATE)
 UPDATE products p SET availability = 'out_of_stock', delisted_at = now(), updated_at = now()
 FROM d WHERE p.source = $1 AND p.key = d.key
-RETURNING p.key, p.price, p.sale_price, p.currency, d.before
+RETURNING p.key, p.variant_of, p.url, p.gtin, p.price, p.sale_price, p.currency, d.before
 
 -- name: snapshot_delisted
 -- The delisting is a stock change: a snapshot of it.
@@ -275,3 +276,39 @@ WHERE p.source = $2
 SELECT DISTINCT ON (key) key, job_id, price, sale_price, currency, availability, observed_at
 FROM snapshots WHERE source = $1 AND job_id <= $2 AND key = ANY($3::text[])
 ORDER BY key, job_id DESC, id DESC
+
+-- name: insert_events
+-- Product change events (changes.py), one per (source, key, variant, job, kind): a second
+-- change of the same kind in one job is the same event. Only the new rows come back, to be
+-- published after the commit. Ids follow the order of observation. (The products behind the
+-- rows are locked already, so two replicas never race for one key.)
+INSERT INTO product_events (source, key, variant, job_id, kind, url, before, after, direction,
+                            percent, gtin)
+SELECT source, key, variant, job_id, kind, url, before, after, direction, percent, gtin
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[],
+            $7::jsonb[], $8::jsonb[], $9::text[], $10::float8[], $11::text[])
+     WITH ORDINALITY AS e(source, key, variant, job_id, kind, url, before, after, direction,
+                          percent, gtin, n)
+ORDER BY n
+ON CONFLICT DO NOTHING
+RETURNING {product_event}
+
+-- name: mark_events_published
+UPDATE product_events SET published_at = now() WHERE id = ANY($1::bigint[])
+
+-- name: unpublished_events
+-- The outbox sweep: events recorded a while ago whose publish a crash interrupted. SKIP LOCKED:
+-- a replica's sweep passes over the rows another is publishing.
+SELECT {product_event} FROM product_events
+WHERE published_at IS NULL AND at < now() - make_interval(secs => $1)
+ORDER BY id LIMIT $2
+FOR UPDATE SKIP LOCKED
+
+-- name: list_events
+-- `trawl changes` and /api/changes: a source's events (all sources when NULL) after a cursor
+-- (an event id), since a time, of some kinds, in id order.
+SELECT {product_event} FROM product_events
+WHERE ($1::text IS NULL OR source = $1) AND id > $2
+  AND ($3::timestamptz IS NULL OR at >= $3)
+  AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
+ORDER BY id LIMIT $5

@@ -9,7 +9,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from schemas.messages import JobEvent
-from services.refresher import store
+from services.refresher import changes, store
 from services.refresher.claims import check_completed, unclaimed
 from services.refresher.images import link_images
 from services.refresher.misses import count_misses
@@ -31,6 +31,11 @@ APPLY_WAIT = 20.0
 # end.)
 PARSED_CONCURRENCY = 1000
 BATCH_SIZE = 500
+# Change events not published this long after they were recorded were left by a crash between
+# the commit and the publish; the sweep (every SWEEP_EVERY s, one replica) publishes them.
+SWEEP_AFTER = 10.0
+SWEEP_EVERY = 15.0
+SWEEP_BATCH = 500
 
 
 class Counts:
@@ -68,6 +73,12 @@ class Counts:
             unit="{batch}",
             stat="batches",
         )
+        self.changes = count(
+            "trawl.refresher.changes",
+            "Product change events recorded (new, price, stock, delisted, relisted).",
+            unit="{event}",
+            stat="changes",
+        )
         self.jobs_counted = count(
             "trawl.refresher.jobs",
             "Completed jobs whose misses were counted.",
@@ -95,13 +106,31 @@ class Refresher:
     async def apply(self, results: Sequence[ParsedProducts]) -> Applied:
         async with self.pool.acquire() as conn:
             done = await apply_results(conn, results)
+            # After the commit: a crash before the publish leaves the events to the sweep.
+            await changes.publish_pending(self.rt, conn, done.events)
         counts = self.counts
         counts.batches.add()
         counts.applied.add(done.results)
         counts.duplicates.add(done.duplicates)
         counts.upserts.add(done.upserts)
         counts.snapshots.add(done.snapshots)
+        counts.changes.add(len(done.events))
         return done
+
+    async def sweep_changes(self) -> None:
+        """Publish change events whose publish a crash interrupted (the outbox's backstop)."""
+        async with self.pool.acquire() as conn:
+            while True:
+                async with conn.transaction():
+                    events = await store.unpublished_events(conn, SWEEP_AFTER, SWEEP_BATCH)
+                    await changes.publish_pending(self.rt, conn, events)
+                if events:
+                    log.info(
+                        "change events swept",
+                        extra={"action": "changes_swept", "events": len(events)},
+                    )
+                if len(events) < SWEEP_BATCH:
+                    return
 
     async def on_job_completed(self, d: Delivery[JobEvent]) -> None:
         event = d.body
@@ -125,6 +154,8 @@ class Refresher:
                 report = await count_misses(conn, job, source)
                 # Every image entry of the job is done now: point its products at them.
                 images = await link_images(conn, event.job_id, event.source)
+            await changes.publish_pending(self.rt, conn, report.events)
+            self.counts.changes.add(len(report.events))
         self.counts.jobs_counted.add()
         counters = dict(event.counters)
         counters.update(
@@ -177,4 +208,6 @@ async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
         ),
         rt.consumer(JOB_EVENTS, refresher.on_job_completed, concurrency=4),
     ]
-    return [c.run() for c in consumers]
+    return [c.run() for c in consumers] + [
+        rt.every(SWEEP_EVERY, refresher.sweep_changes, cluster=True)
+    ]

@@ -16,14 +16,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeAlias
 
 import asyncpg
+import msgspec
 from asyncpg.pool import PoolConnectionProxy
 
-from schemas.messages import LinkKind
+from schemas.messages import LinkKind, ProductChange
 from schemas.read import Page, ProductDetail, ProductOut, SnapshotOut
 from services.refresher import columns
 from shared.errors import TrawlError
@@ -147,6 +149,49 @@ async def claimed_attempts(conn: Conn, claims: Sequence[tuple[int, int, str]]) -
     return [Claimed(r["source"], r["attempts"]) for r in rows]
 
 
+# -- product change events (changes.py) -------------------------------------------------------
+def _event(row: asyncpg.Record) -> ProductChange:
+    return msgspec.convert(dict(row), ProductChange)
+
+
+async def insert_events(conn: Conn, rows: Sequence[tuple[Any, ...]]) -> list[ProductChange]:
+    """Record (source, key, variant, job, kind, url, before, after, direction, percent, gtin) rows;
+    returns the events that are new, in id order."""
+    if not rows:
+        return []
+    columns = [list(c) for c in zip(*rows, strict=True)]
+    inserted = [_event(r) for r in await conn.fetch(_Q["insert_events"], *columns)]
+    return sorted(inserted, key=lambda e: e.id)
+
+
+async def mark_events_published(conn: Conn, ids: Sequence[int]) -> None:
+    if ids:
+        await conn.execute(_Q["mark_events_published"], list(ids))
+
+
+async def unpublished_events(conn: Conn, older_than: float, limit: int) -> list[ProductChange]:
+    """Events recorded over ``older_than`` seconds ago and not published, locked (run it in a
+    transaction)."""
+    return [_event(r) for r in await conn.fetch(_Q["unpublished_events"], older_than, limit)]
+
+
+@dataclass(frozen=True)
+class ChangeFilter:
+    """What ``trawl changes`` and /api/changes ask; None asks nothing."""
+
+    source: str | None = None
+    since: datetime | None = None
+    kinds: list[str] | None = None
+
+
+async def list_events(
+    conn: Conn, where: ChangeFilter, *, after: int = 0, limit: int = 100
+) -> list[ProductChange]:
+    """Events after the cursor ``after`` (an event id), in id order."""
+    rows = await conn.fetch(_Q["list_events"], where.source, after, where.since, where.kinds, limit)
+    return [_event(r) for r in rows]
+
+
 # -- misses (misses.py) -------------------------------------------------------------------------
 async def claim_miss_count(conn: Conn, job_id: int, source: str) -> bool:
     """True for the first call of a job; a redelivered completion gets False."""
@@ -192,6 +237,9 @@ async def count_missed(
 @dataclass(frozen=True)
 class Delisted:
     key: str
+    variant_of: str | None
+    url: str | None
+    gtin: str | None
     price: Decimal | None
     sale_price: Decimal | None
     currency: str | None

@@ -150,7 +150,7 @@ async def test_dashboard_shows_the_running_job_moving(env, settings, pool, tmp_p
                 "[...document.querySelectorAll('table')].map(t => t.id + ':' + "
                 "t.tBodies[0].rows.length).join(',')"
             )
-            assert "workers:5" in tables, (tables, stack.logs())  # the four services and the API
+            assert "workers:6" in tables, (tables, stack.logs())  # the five services and the API
             shot = await browser.send(
                 "Page.captureScreenshot", format="png", captureBeyondViewport=True
             )

@@ -44,7 +44,7 @@ async def test_api_lists_both_fetchers_with_stats(env, tmp_path: Path) -> None:
             assert "fetched" in w["stats"], w  # the fetcher's own counters
         # The admin API is its own process, and a live instance like the services.
         services = {w["service"] for w in workers}
-        assert services == {"scheduler", "fetcher", "parser", "refresher", "api"}
+        assert services == {"scheduler", "fetcher", "parser", "refresher", "notifier", "api"}
         scheduler = next(w for w in workers if w["service"] == "scheduler")
         assert "dispatched" in scheduler["stats"]
 

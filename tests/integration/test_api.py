@@ -376,6 +376,63 @@ async def test_products_filters_and_history(api: Api, pool) -> None:
     assert status == 404
 
 
+async def test_changes_cursor_and_filters(api: Api, pool) -> None:
+    async with pool.acquire() as conn:
+        await conn.executemany(
+            """INSERT INTO product_events (source, key, job_id, kind, after, direction, percent)
+               VALUES ($1, $2, 1, $3, '{"price": "9"}', $4, $5)""",
+            [
+                ("shop", "k1", "new", None, None),
+                ("shop", "k1", "price_changed", "down", -10.0),
+                ("other", "k9", "new", None, None),
+                ("shop", "k2", "out_of_stock", None, None),
+            ],
+        )
+    status, page, _ = await api.call("GET", "/api/changes?source=shop&limit=2", token=READ)
+    assert status == 200 and page["more"] is True
+    assert [(e["key"], e["kind"]) for e in page["items"]] == [
+        ("k1", "new"),
+        ("k1", "price_changed"),
+    ]
+    assert page["items"][1]["percent"] == -10.0 and page["items"][1]["after"]["price"] == "9"
+    status, rest, _ = await api.call("GET", f"/api/changes?source=shop&after={page['next']}")
+    assert [e["key"] for e in rest["items"]] == ["k2"] and rest["more"] is False
+    status, empty, _ = await api.call("GET", f"/api/changes?source=shop&after={rest['next']}")
+    assert empty["items"] == [] and empty["next"] == rest["next"]
+    status, kinds, _ = await api.call("GET", "/api/changes?kind=new")
+    assert [e["key"] for e in kinds["items"]] == ["k1", "k9"]
+    status, problem, _ = await api.call("GET", "/api/changes?kind=bogus")
+    assert status == 400 and "bogus" in problem["detail"]
+    status, problem, _ = await api.call("GET", "/api/changes?since=yesterday")
+    assert status == 400
+    status, recent, _ = await api.call("GET", "/api/changes?since=2000-01-01T00:00:00Z")
+    assert len(recent["items"]) == 4
+
+
+async def test_alert_rules_crud_and_refusals(api: Api) -> None:
+    body = {
+        "source": "shop",
+        "condition": "drop",
+        "threshold": "10",
+        "webhook": "https://h.example/x",
+    }
+    status, rule, _ = await api.call("POST", "/api/alerts", json=body)
+    assert status == 201 and rule["condition"] == "drop" and len(rule["secret"]) == 64
+    status, _, _ = await api.call("POST", "/api/alerts", json=body, token=READ)
+    assert status == 403
+    unsafe = {**body, "webhook": "https://127.0.0.1/x"}
+    status, problem, _ = await api.call("POST", "/api/alerts", json=unsafe)
+    assert status == 422 and "loopback" in problem["detail"]
+    status, problem, _ = await api.call("POST", "/api/alerts", json={**body, "condition": "x"})
+    assert status == 422
+    status, rules, _ = await api.call("GET", "/api/alerts?source=shop", token=READ)
+    assert [(r["id"], r["secret"]) for r in rules] == [(rule["id"], "")]  # shown once only
+    status, _, _ = await api.call("DELETE", f"/api/alerts/{rule['id']}")
+    assert status == 204
+    status, _, _ = await api.call("DELETE", f"/api/alerts/{rule['id']}")
+    assert status == 404
+
+
 # -- proxies ------------------------------------------------------------------------------------
 async def test_proxies_never_show_credentials(api: Api) -> None:
     status, body, _ = await api.call("POST", "/api/proxies", json={"url": "ftp://u:secret@h:1"})

@@ -8,8 +8,8 @@ from aiohttp import web
 from yarl import URL
 
 from services.fetcher.browser import BrowserSession, Trust
-from services.fetcher.guard import Allowlist, GuardedResolver, UnsafeURL, parse_ip
 from services.fetcher.identity import identity_for
+from shared.guard import Allowlist, GuardedResolver, UnsafeURL, parse_ip
 from tests.unit.fetcher.loopback import ForwardProxy, fetcher, serve, work
 
 

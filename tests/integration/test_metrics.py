@@ -176,7 +176,14 @@ async def test_services_serve_metrics_during_a_crawl(
             for info in await client.workers():
                 service = info["name"].removeprefix(f"{settings.namespace}-")
                 urls[service] = info["metadata"]["metrics"]
-            assert set(urls) == {"scheduler", "fetcher", "parser", "refresher", "api"}, stack.logs()
+            assert set(urls) == {
+                "scheduler",
+                "fetcher",
+                "parser",
+                "refresher",
+                "notifier",
+                "api",
+            }, stack.logs()
 
             reply = await client.trigger("demo-shop")
             assert reply.error is None, reply.error

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import asyncpg
 import pytest
 
+from services.notifier import store as notifier_store
 from services.refresher import store as refresher_store
 from shared.sql import Queries
 from tests.conftest import ROOT
@@ -27,6 +28,10 @@ Render = Callable[[asyncpg.Connection], Awaitable[dict[str, str]]]
 async def _refresher(conn: asyncpg.Connection) -> dict[str, str]:
     await refresher_store.create_staging(conn)  # the apply queries read its temp tables
     return await refresher_store.all_queries(conn)
+
+
+async def _notifier() -> dict[str, str]:
+    return notifier_store.all_queries()
 
 
 def _as_written(path: Path) -> Render:
@@ -65,6 +70,13 @@ STORES = [
         ROOT / "shared/leases.py",
         re.compile(r"""\b_Q\[["']([a-z_][a-z0-9_]*)["']\]"""),
         _as_written(ROOT / "shared/leases.sql"),
+    ),
+    Store(
+        "notifier",
+        ROOT / "services/notifier/queries.sql",
+        ROOT / "services/notifier/store.py",
+        re.compile(r"""\b_Q\[["']([a-z_][a-z0-9_]*)["']\]"""),
+        lambda conn: _notifier(),
     ),
 ]
 

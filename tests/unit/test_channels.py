@@ -55,6 +55,7 @@ def test_the_nats_names_are_the_deployed_ones() -> None:
         ("parser-fetched", "ns_fetched", "ns.fetched", 30.0),
         ("refresher-parsed", "ns_parsed", "ns.parsed", 30.0),
         ("refresher-events", "ns_events", "ns.events.job.*.completed", 60.0),
+        ("notifier-events", "ns_events", "ns.events.product.*.*", 60.0),
     }
     assert [c.stream for c, _ in channels_of("refresher")] == ["parsed", "events"]
 

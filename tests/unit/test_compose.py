@@ -21,9 +21,18 @@ build_parser()  # imports every CLI module, which registers its commands
 CLI_COMMANDS = tuple(COMMANDS)
 
 REQUIRED = {"nats", "postgres", "jaeger", "migrate", "scheduler", "fetcher", "parser", "api"}
-REQUIRED |= {"refresher", "renderer", "demo-shop"}
-SCALABLE = ("scheduler", "fetcher", "renderer", "parser", "refresher", "api", "demo-shop")
-WORKERS = ("scheduler", "fetcher", "renderer", "parser", "refresher", "api")
+REQUIRED |= {"refresher", "renderer", "notifier", "demo-shop"}
+SCALABLE = (
+    "scheduler",
+    "fetcher",
+    "renderer",
+    "parser",
+    "refresher",
+    "notifier",
+    "api",
+    "demo-shop",
+)
+WORKERS = ("scheduler", "fetcher", "renderer", "parser", "refresher", "notifier", "api")
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +132,7 @@ def test_api_serves_on_all_interfaces(services: dict[str, dict[str, Any]]) -> No
         ("renderer", "services.fetcher.render"),
         ("parser", "services.parser"),
         ("refresher", "services.refresher"),
+        ("notifier", "services.notifier"),
         ("api", "control.api"),
         ("demo-shop", "demo"),
     ],

@@ -79,6 +79,7 @@ def test_scale_parsing() -> None:
         "parser": 2,
         "refresher": 1,
         "renderer": 2,
+        "notifier": 1,
         "api": 1,
     }
     assert parse_scale(None)["renderer"] == (1 if chromium_installed() else 0)

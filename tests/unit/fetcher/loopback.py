@@ -137,9 +137,9 @@ def work(
 @asynccontextmanager
 async def fetcher(nc: Any, namespace: str, settings: Any = None) -> AsyncIterator[Any]:
     """An in-process Fetcher on a provisioned namespace, with its proxy watcher running."""
-    from services.fetcher.guard import ProxyRules
     from services.fetcher.proxies import ProxyPool
     from services.fetcher.service import Fetcher
+    from shared.guard import ProxyRules
     from shared.names import Names
     from shared.provision import provision
     from shared.service import Runtime

@@ -12,7 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from services.fetcher.guard import (
+from shared.errors import SourceError
+from shared.guard import (
     Allowlist,
     GuardedResolver,
     ProxyRules,
@@ -25,7 +26,6 @@ from services.fetcher.guard import (
     guard_trace_config,
     unsafe_cause,
 )
-from shared.errors import SourceError
 
 NONE = Allowlist.from_policy([])
 DEMO = Allowlist.from_policy(["127.0.0.2/32", "127.0.0.3/32"])

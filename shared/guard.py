@@ -1,4 +1,6 @@
-"""SSRF guard: the fetcher only talks to public http(s) targets, or to networks a source allows.
+"""SSRF guard: trawl only talks to public http(s) targets, or to networks a source (or an alert
+rule) allows. The fetcher guards every fetch with it (the renderer every request of a page),
+the notifier every webhook.
 
 Two checkpoints, because aiohttp has two paths to a socket:
 

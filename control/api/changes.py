@@ -1,0 +1,74 @@
+"""Product change events (issue 18): the refresher's ``product_events``, cursor-paged.
+
+The same events are on the events stream (``<ns>.events.product.<source>.<kind>``) for
+consumers; this is the way to read them back over HTTP, from any point.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from aiohttp import web
+
+from control.api.problems import Problem
+from control.api.routes import ID, Param, Route, pool_of, query_int, query_str, respond
+from schemas.messages import CHANGE_KINDS
+from schemas.read import ChangePage
+from services.refresher import store
+
+
+def _since(raw: str | None) -> datetime | None:
+    if raw is None:
+        return None
+    try:
+        since = datetime.fromisoformat(raw)
+    except ValueError:
+        raise Problem(
+            400, "Bad Request", f"since: expected an ISO 8601 time, got {raw!r}"
+        ) from None
+    if since.tzinfo is None:
+        raise Problem(400, "Bad Request", "since: give a time zone (e.g. 2026-01-02T03:04:05Z)")
+    return since
+
+
+def _kinds(request: web.Request) -> list[str] | None:
+    kinds = [k for raw in request.query.getall("kind", []) for k in raw.split(",") if k]
+    unknown = sorted(set(kinds) - set(CHANGE_KINDS))
+    if unknown:
+        raise Problem(400, "Bad Request", f"kind: unknown {', '.join(unknown)}")
+    return kinds or None
+
+
+async def list_changes(request: web.Request) -> web.Response:
+    limit = query_int(request, "limit", 100, lo=1, hi=1000)
+    after = query_int(request, "after", 0, lo=0)
+    assert limit is not None and after is not None
+    where = store.ChangeFilter(
+        source=query_str(request, "source"),
+        since=_since(query_str(request, "since")),
+        kinds=_kinds(request),
+    )
+    async with pool_of(request).acquire() as conn:
+        items = await store.list_events(conn, where, after=after, limit=limit)
+    nxt = items[-1].id if items else after
+    return respond(ChangePage(items=items, next=nxt, more=len(items) == limit))
+
+
+ROUTES = [
+    Route(
+        "GET",
+        "/api/changes",
+        list_changes,
+        "Product change events after a cursor",
+        "changes",
+        params=(
+            Param("source", {"type": "string"}),
+            Param("kind", {"type": "string", "enum": list(CHANGE_KINDS)}, "repeatable"),
+            Param("since", {"type": "string", "format": "date-time"}, "at or after this time"),
+            Param("after", {**ID, "minimum": 0, "default": 0}, "the cursor: an event id"),
+            Param("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}),
+        ),
+        response=ChangePage,
+        errors=(400,),
+    ),
+]

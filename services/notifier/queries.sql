@@ -1,0 +1,56 @@
+-- The notifier's queries: alert_rules and alert_deliveries (migrations/0020_alerts.sql).
+-- Only services/notifier/store.py runs them.
+
+-- name: add_rule
+INSERT INTO alert_rules (source, product_key, variant_key, gtin, condition, threshold,
+                         min_change, debounce_seconds, webhook, secret, apprise, allow_private)
+VALUES ($1, $2, $3, $4, $5, $6::numeric, $7, $8, $9, $10, $11, $12)
+RETURNING {rule_out}
+
+-- name: list_rules
+SELECT {rule_out} FROM alert_rules WHERE ($1::text IS NULL OR source = $1) ORDER BY id
+
+-- name: delete_rule
+DELETE FROM alert_rules WHERE id = $1 RETURNING id
+
+-- name: rules_for
+-- The rules an event may match: its source's, narrowed by product, variant or GTIN when set.
+SELECT {rule_out} FROM alert_rules
+WHERE source = $1 AND (product_key IS NULL OR product_key = $2)
+  AND (variant_key IS NULL OR variant_key = $3)
+  AND (gtin IS NULL OR gtin = $4)
+ORDER BY id
+
+-- name: lock_product
+-- Serialises the claims of one rule and product: two replicas with two events of the same
+-- product cannot both pass the debounce.
+SELECT pg_advisory_xact_lock($1::int, hashtext($2 || '#' || $3))
+
+-- name: delivery
+SELECT status, attempts FROM alert_deliveries WHERE rule_id = $1 AND event_id = $2
+
+-- name: debounced
+-- Another event of this product alerted (or is being alerted) by this rule within the window.
+SELECT EXISTS (
+    SELECT 1 FROM alert_deliveries
+    WHERE rule_id = $1 AND key = $2 AND variant = $3 AND event_id <> $4
+      AND created_at > now() - make_interval(secs => $5))
+
+-- name: claim_delivery
+INSERT INTO alert_deliveries (rule_id, event_id, source, key, variant)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT DO NOTHING
+
+-- name: delivered
+UPDATE alert_deliveries SET status = 'sent', sent_at = now(), attempts = attempts + 1,
+    last_error = NULL
+WHERE rule_id = $1 AND event_id = $2
+
+-- name: delivery_failed
+UPDATE alert_deliveries SET status = 'failed', attempts = attempts + 1, last_error = $3
+WHERE rule_id = $1 AND event_id = $2
+
+-- name: list_deliveries
+SELECT rule_id, event_id, source, key, variant, status, attempts, last_error, created_at, sent_at
+FROM alert_deliveries WHERE ($1::bigint IS NULL OR rule_id = $1) ORDER BY created_at, event_id
+LIMIT $2

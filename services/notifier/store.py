@@ -1,0 +1,124 @@
+"""The notifier's store: the only module that runs its queries (``queries.sql``).
+
+The notifier owns ``alert_rules`` and ``alert_deliveries``. The API and the CLI manage rules
+here; the service claims and records deliveries. Every function takes a connection.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Literal, TypeAlias
+
+import asyncpg
+import msgspec
+from asyncpg.pool import PoolConnectionProxy
+
+from schemas.read import AlertRuleIn, AlertRuleOut
+from shared.sql import Queries
+
+Conn: TypeAlias = "asyncpg.Connection | PoolConnectionProxy"
+
+_RULE_OUT = (
+    "id, source, condition, threshold::text AS threshold, product_key, variant_key, gtin, "
+    "min_change, debounce_seconds, webhook, secret, apprise, allow_private, created_at"
+)
+_Q: dict[str, str] = {
+    name: sql.replace("{rule_out}", _RULE_OUT)
+    for name, sql in Queries(Path(__file__).with_name("queries.sql")).items()
+}
+
+
+def all_queries() -> dict[str, str]:
+    """Every named query as it runs (for the test that prepares them)."""
+    return dict(_Q)
+
+
+def _rule(row: asyncpg.Record) -> AlertRuleOut:
+    return msgspec.convert(dict(row), AlertRuleOut)
+
+
+async def add_rule(conn: Conn, rule: AlertRuleIn) -> AlertRuleOut:
+    threshold = None if rule.threshold is None else str(Decimal(rule.threshold))
+    row = await conn.fetchrow(
+        _Q["add_rule"],
+        rule.source,
+        rule.product_key,
+        rule.variant_key,
+        rule.gtin,
+        rule.condition,
+        threshold,
+        rule.min_change,
+        rule.debounce_seconds,
+        rule.webhook,
+        rule.secret or secrets.token_hex(32),
+        rule.apprise,
+        list(rule.allow_private),
+    )
+    assert row is not None  # INSERT ... RETURNING
+    return _rule(row)
+
+
+async def list_rules(conn: Conn, source: str | None = None) -> list[AlertRuleOut]:
+    return [_rule(r) for r in await conn.fetch(_Q["list_rules"], source)]
+
+
+async def delete_rule(conn: Conn, rule_id: int) -> bool:
+    return await conn.fetchval(_Q["delete_rule"], rule_id) is not None
+
+
+async def rules_for(
+    conn: Conn, source: str, key: str, variant: str, gtin: str | None
+) -> list[AlertRuleOut]:
+    return [_rule(r) for r in await conn.fetch(_Q["rules_for"], source, key, variant, gtin)]
+
+
+Claim = Literal["send", "sent", "debounced"]
+
+
+async def claim(conn: Conn, rule: AlertRuleOut, event_id: int, key: str, variant: str) -> Claim:
+    """Whether to send this rule's alert of this event (run inside a transaction): ``sent``
+    when it was sent already (a redelivery), ``debounced`` when another event of the product
+    alerted within the window, else ``send`` (recorded as pending)."""
+    await conn.execute(_Q["lock_product"], rule.id, key, variant)
+    row = await conn.fetchrow(_Q["delivery"], rule.id, event_id)
+    if row is not None:
+        return "sent" if row["status"] == "sent" else "send"
+    debounce = float(rule.debounce_seconds)
+    if debounce > 0 and await conn.fetchval(
+        _Q["debounced"], rule.id, key, variant, event_id, debounce
+    ):
+        return "debounced"
+    await conn.execute(_Q["claim_delivery"], rule.id, event_id, rule.source, key, variant)
+    return "send"
+
+
+async def delivered(conn: Conn, rule_id: int, event_id: int) -> None:
+    await conn.execute(_Q["delivered"], rule_id, event_id)
+
+
+async def delivery_failed(conn: Conn, rule_id: int, event_id: int, error: str) -> None:
+    await conn.execute(_Q["delivery_failed"], rule_id, event_id, error[:2000])
+
+
+@dataclass(frozen=True)
+class DeliveryOut:
+    rule_id: int
+    event_id: int
+    source: str
+    key: str
+    variant: str
+    status: str
+    attempts: int
+    last_error: str | None
+    created_at: datetime
+    sent_at: datetime | None
+
+
+async def list_deliveries(
+    conn: Conn, rule_id: int | None = None, limit: int = 100
+) -> list[DeliveryOut]:
+    return [DeliveryOut(**dict(r)) for r in await conn.fetch(_Q["list_deliveries"], rule_id, limit)]

@@ -1,0 +1,104 @@
+"""Alert conditions on change events, the rule the CLI builds, what a new rule must have, and
+the webhook signature."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from control.cli import build_parser
+from control.cli.changes import rule_from_args
+from schemas.messages import ProductChange, ProductState
+from schemas.read import AlertRuleIn, AlertRuleOut
+from services.notifier.alerts import validate
+from services.notifier.rules import matches
+from services.notifier.webhook import signature, verify
+from shared.errors import ConfigError
+
+
+def rule(condition: str, threshold: str | None = None, min_change: float = 0.0) -> AlertRuleOut:
+    return AlertRuleOut(
+        id=1, source="s", condition=condition, threshold=threshold, min_change=min_change
+    )  # type: ignore[arg-type]
+
+
+def price(before: str | None, after: str, kind: str = "price_changed", sale: str | None = None):
+    b, a = float(before or 0), float(sale or after)
+    percent = round((a - b) / b * 100, 2) if before else None
+    return ProductChange(
+        id=1,
+        source="s",
+        kind=kind,  # type: ignore[arg-type]
+        key="k",
+        before=None if before is None else ProductState(price=before),
+        after=ProductState(price=after, sale_price=sale),
+        direction=None if percent is None else ("down" if percent < 0 else "up"),
+        percent=percent,
+        job_id=1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("the_rule", "event", "fires"),
+    [
+        (rule("drop", "10"), price("100", "90"), True),
+        (rule("drop", "10"), price("100", "91"), False),
+        (rule("drop", "10"), price("100", "120"), False),
+        (rule("below", "50"), price("60", "49"), True),
+        (rule("below", "50"), price("49", "45"), False),  # already below: no new alert
+        (rule("below", "50"), price(None, "45", kind="new"), True),
+        (rule("below", "50"), price("60", "60", sale="45"), True),  # the price paid
+        (rule("change"), price("10", "10.10"), True),
+        (rule("change", min_change=5), price("10", "10.10"), False),
+        (rule("back_in_stock"), price("10", "10", kind="back_in_stock"), True),
+        (rule("out_of_stock"), price("10", "10", kind="back_in_stock"), False),
+        (rule("delisted"), price("10", "10", kind="delisted"), True),
+    ],
+)
+def test_conditions(the_rule: AlertRuleOut, event: ProductChange, fires: bool) -> None:
+    assert matches(the_rule, event) is fires
+
+
+def test_the_readme_command_builds_a_drop_rule() -> None:
+    args = build_parser().parse_args(
+        ["alerts", "add", "my-shop", "--drop", "10%", "--webhook", "https://hooks.example/x"]
+    )
+    r = validate(rule_from_args(args))
+    assert (r.source, r.condition, r.threshold, r.webhook) == (
+        "my-shop",
+        "drop",
+        "10.0",
+        "https://hooks.example/x",
+    )
+    assert r.debounce_seconds == 3600
+
+
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        (AlertRuleIn(source="s", condition="drop", webhook="https://h.example/"), "threshold"),
+        (AlertRuleIn(source="s", condition="change"), "webhook or an apprise"),
+        (AlertRuleIn(source="s", condition="change", webhook="http://h.example/"), "https"),
+        (AlertRuleIn(source="s", condition="change", webhook="https://10.0.0.1/"), "private"),
+        (
+            AlertRuleIn(source="s", condition="change", webhook="https://169.254.169.254/"),
+            "metadata",
+        ),
+        (AlertRuleIn(source="s", condition="change", webhook="file:///etc/passwd"), "scheme"),
+    ],
+)
+def test_a_rule_that_cannot_work_is_refused(bad: AlertRuleIn, why: str) -> None:
+    with pytest.raises(ConfigError, match=why):
+        validate(bad)
+
+
+def test_signature_round_trip_and_staleness() -> None:
+    body = b'{"kind":"price_changed"}'
+    now = str(int(time.time()))
+    headers = {"Trawl-Timestamp": now, "Trawl-Signature": signature("k", now, body)}
+    assert verify("k", headers, body)
+    assert not verify("other", headers, body)
+    assert not verify("k", headers, body + b" ")
+    old = str(int(time.time()) - 3600)
+    assert not verify("k", {**headers, "Trawl-Timestamp": old}, body)
