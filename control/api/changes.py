@@ -21,11 +21,10 @@ def _since(raw: str | None) -> datetime | None:
     if raw is None:
         return None
     try:
-        since = datetime.fromisoformat(raw)
+        since = datetime.fromisoformat(raw.upper())
     except ValueError:
-        raise Problem(
-            400, "Bad Request", f"since: expected an ISO 8601 time, got {raw!r}"
-        ) from None
+        # Well formed (the parameter check saw to that) but no such time: month 13, year 0.
+        raise Problem(422, "Unprocessable Content", f"since: no such time: {raw!r}") from None
     if since.tzinfo is None:
         raise Problem(400, "Bad Request", "since: give a time zone (e.g. 2026-01-02T03:04:05Z)")
     return since

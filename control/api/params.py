@@ -19,11 +19,26 @@ from control.api.problems import Problem
 from control.api.routes import Handler, Param, Route
 
 KNOWN = frozenset(
-    {"type", "enum", "minimum", "maximum", "minLength", "maxLength", "default", "description"}
+    {
+        "type",
+        "enum",
+        "minimum",
+        "maximum",
+        "minLength",
+        "maxLength",
+        "default",
+        "description",
+        "format",
+    }
 )
+FORMATS = frozenset({"date-time"})
 # ASCII only: ``str.isdigit`` and ``int`` accept "¹", "٣" and "1_0", which the schema does not.
 INTEGER_RE = re.compile(r"-?[0-9]{1,20}", re.ASCII)
 BOOLEANS = {"true": True, "false": False}
+DATE_TIME_RE = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})",
+    re.ASCII,
+)
 
 
 def checked(route: Route) -> Handler:
@@ -32,6 +47,8 @@ def checked(route: Route) -> Handler:
     for p in query:
         if unknown := set(p.schema) - KNOWN:
             raise ValueError(f"{route.method} {route.path}: {p.name}: unsupported {unknown}")
+        if p.schema.get("format", "date-time") not in FORMATS:
+            raise ValueError(f"{route.method} {route.path}: {p.name}: unsupported format")
     handler = route.handler
     if not query:
         return handler
@@ -60,6 +77,12 @@ def problems(params: list[Param], query: MultiMapping[str]) -> Iterator[str]:
             yield f"{p.name}: {msg}"
 
 
+def _is_date_time(raw: str) -> bool:
+    """RFC 3339's shape (``2026-01-02T03:04:05Z``, an offset, lower-case t and z allowed). A
+    well-formed time that does not exist (month 13, year 0) is the handler's 422."""
+    return DATE_TIME_RE.fullmatch(raw) is not None
+
+
 def _invalid(schema: dict[str, Any], raw: str) -> str | None:
     kind = schema.get("type", "string")
     value: Any = raw
@@ -80,6 +103,8 @@ def _invalid(schema: dict[str, Any], raw: str) -> str | None:
             return f"must be at least {schema['minLength']} characters"
         if "maxLength" in schema and len(raw) > schema["maxLength"]:
             return f"must be at most {schema['maxLength']} characters"
+        if schema.get("format") == "date-time" and not _is_date_time(raw):
+            return f"expected an RFC 3339 date-time, got {raw[:40]!r}"
     else:
         raise ValueError(f"unsupported parameter type {kind!r}")
     if "enum" in schema and value not in schema["enum"]:
