@@ -39,7 +39,13 @@ NATS_JETSTREAM_METADATA = {
     "useHttps",
     "natsServerMonitoringEndpoint",
 }
-SCALED = {"trawl-fetcher": "fetcher", "trawl-parser": "parser", "trawl-refresher": "refresher"}
+SCALED = {
+    "trawl-fetcher": "fetcher",
+    "trawl-renderer": "renderer",
+    "trawl-parser": "parser",
+    "trawl-refresher": "refresher",
+    "trawl-notifier": "notifier",
+}
 # serve() waits 30 s for in-flight work, then 10 s for the NATS drain.
 DRAIN_SECONDS = 40
 
@@ -125,7 +131,9 @@ def test_keda_objects_validate(objects: list[dict[str, Any]]) -> None:
         assert obj["apiVersion"] == "keda.sh/v1alpha1"
         jsonschema.validate(obj, keda_schema())
         spec = obj["spec"]
-        assert 1 <= spec["minReplicaCount"] < spec["maxReplicaCount"], obj["metadata"]["name"]
+        # Renderers scale from zero: most crawls render nothing, and a browser is heavy.
+        least = 0 if obj["metadata"]["name"] == "trawl-renderer" else 1
+        assert least <= spec["minReplicaCount"] < spec["maxReplicaCount"], obj["metadata"]["name"]
         assert spec["cooldownPeriod"] > 0
         for trigger in spec["triggers"]:
             assert trigger["type"] == "nats-jetstream"
@@ -144,12 +152,24 @@ def test_keda_schema_rejects_a_broken_object() -> None:
 
 def test_scaled_objects_name_trawl_streams(objects: list[dict[str, Any]]) -> None:
     """The stream and consumer each trigger watches are the ones trawl provisions."""
-    from shared.channels import FETCH_RESULTS, FETCH_WORK, PARSE_RESULTS
+    from shared.channels import (
+        FETCH_RESULTS,
+        FETCH_WORK,
+        PARSE_RESULTS,
+        PRODUCT_CHANGES,
+        RENDER_WORK,
+    )
     from shared.names import Names
 
     config = next(o for o in objects if o["kind"] == "ConfigMap")
     names = Names(config["data"]["TRAWL_NAMESPACE"])
-    channel = {"fetcher": FETCH_WORK, "parser": FETCH_RESULTS, "refresher": PARSE_RESULTS}
+    channel = {
+        "fetcher": FETCH_WORK,
+        "renderer": RENDER_WORK,
+        "parser": FETCH_RESULTS,
+        "refresher": PARSE_RESULTS,
+        "notifier": PRODUCT_CHANGES,
+    }
     for obj in (o for o in objects if o["kind"] == "ScaledObject"):
         service = SCALED[obj["metadata"]["name"]]
         meta = obj["spec"]["triggers"][0]["metadata"]
