@@ -13,9 +13,12 @@ from pathlib import Path
 from aiohttp import web
 
 from control.api import (
+    catalog,
     dlq,
     domains,
+    exports,
     health,
+    job_history,
     jobs,
     payloads,
     products,
@@ -35,7 +38,22 @@ log = logging.getLogger("trawl.scheduler.api")
 STATIC = Path(__file__).parent / "static"
 # Every resource module, imported by name: a module that fails to import fails the API at
 # start, instead of silently leaving its routes out.
-RESOURCES = (health, jobs, sources, schedules, payloads, products, domains, proxies, workers, dlq)
+# job_history before jobs: its /api/jobs/history must match before /api/jobs/{job_id}.
+RESOURCES = (
+    health,
+    job_history,
+    jobs,
+    sources,
+    schedules,
+    payloads,
+    products,
+    catalog,
+    exports,
+    domains,
+    proxies,
+    workers,
+    dlq,
+)
 ROUTES_KEY = web.AppKey("routes", list)
 
 

@@ -30,6 +30,7 @@ MODULES = (
     "control.cli.payloads",
     "control.cli.proxies",
     "control.cli.operator",
+    "control.cli.exports",
 )
 
 
