@@ -173,6 +173,7 @@ async function refresh() {
     $("#status").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.refreshed = String(Date.now());
     document.body.dataset.ready = "overview";
+    performance.mark("ready:overview");
   } catch (err) {
     if (err instanceof AuthError) needLogin();
     else $("#status").textContent = "error: " + err.message;

@@ -72,6 +72,7 @@ function setPage(name, ...children) {
 
 function ready(name) {
   document.body.dataset.ready = name;
+  performance.mark("ready:" + name); // bench/dashboard_bench.py reads when data was on screen
   $("#status").textContent = "updated " + new Date().toLocaleTimeString();
 }
 
@@ -119,8 +120,10 @@ function axes() {
 // A uPlot chart in `box`; box.dataset.points counts the points drawn (tests read it).
 function chart(box, title, series, data, opts) {
   const width = Math.max(320, box.clientWidth || view.clientWidth - 40);
+  // One point in time would make uPlot span years around it: a minute either side instead.
+  const x = { time: true, range: (u, min, max) => (min === max ? [min - 60, max + 60] : [min, max]) };
   const plot = new uPlot(Object.assign({
-    title, width, height: 300, series, axes: axes(),
+    title, width, height: 300, series, axes: axes(), scales: { x },
     cursor: { drag: { x: true, y: false } },
   }, opts || {}), data, box);
   let points = 0;
@@ -295,7 +298,7 @@ function drawHistory(box, product, points) {
     ctx.restore();
   };
   chart(box, (product.currency ? product.currency + " · " : "") + "price history", series, data,
-    { hooks: { drawClear: [bands] }, scales: { x: { time: true } } });
+    { hooks: { drawClear: [bands] } });
   box.dataset.bands = String(avail.filter((a) => a && a !== "in_stock").length);
 }
 
@@ -466,7 +469,7 @@ async function jobPage(gen, id) {
   if (xs.length) {
     chart(box, "attempts per " + prog.bucket_s + " s by outcome",
       [{}, ...names.map((n, i) => ({ label: n, stroke: css(SERIES[i % SERIES.length]), width: 2, points: { show: true, size: 5 } }))],
-      data, { scales: { x: { time: true } } });
+      data);
   } else {
     box.append(h("p", { class: "muted" }, "no attempt yet"));
     box.dataset.points = "0";

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from schemas.read import JobErrorOut, JobOut, JobProgress, JobSummary, SeriesBucket
+from asyncpg import Record
+
+from schemas.read import JobErrorOut, JobProgress, JobSummary, SeriesBucket
 from services.scheduler.store import jobs
 from services.scheduler.store.queries import Conn, Q
 
@@ -13,19 +15,18 @@ from services.scheduler.store.queries import Conn, Q
 SERIES_BUCKETS = 120
 
 
-def _summary(job: JobOut, per_minute: dict[int, int]) -> JobSummary:
-    c = job.counters
+def _summary(row: Record, c: dict[str, int], per_minute: dict[int, int]) -> JobSummary:
     pages = c.get("total", 0) - c.get("open", 0)
     failed = c.get("failed", 0)
-    end = job.finished_at
-    duration = (end - job.created_at).total_seconds() if end else 0.0
+    end = row["finished_at"]
+    duration = (end - row["created_at"]).total_seconds() if end else 0.0
     minutes = max(per_minute, default=-1) + 1
     return JobSummary(
-        id=job.id,
-        source=job.source,
-        kind=job.kind,
-        status=job.status,
-        created_at=job.created_at,
+        id=row["id"],
+        source=row["source"],
+        kind=row["kind"],
+        status=row["status"],
+        created_at=row["created_at"],
         finished_at=end,
         duration_s=round(max(duration, 0.0), 3),
         pages=pages,
@@ -43,12 +44,16 @@ async def page(
     rows = await conn.fetch(Q.job_history, status, source, before, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
-    outs = [await jobs.job_out(conn, r) for r in rows]
     per_minute: dict[int, dict[int, int]] = defaultdict(dict)
-    for r in await conn.fetch(Q.pages_per_minute, [j.id for j in outs]):
+    for r in await conn.fetch(Q.pages_per_minute, [row["id"] for row in rows]):
         if r["minute"] >= 0:
             per_minute[r["job_id"]][r["minute"]] = r["n"]
-    items = [_summary(j, per_minute[j.id]) for j in outs]
+    items = []
+    for row in rows:
+        # A finished job carries its final counters; only a running one is counted now.
+        live = row["status"] == "running" or not row["counters"]
+        counters = await jobs.counters(conn, row["id"]) if live else dict(row["counters"])
+        items.append(_summary(row, counters, per_minute[row["id"]]))
     return items, (items[-1].id if more else None)
 
 

@@ -147,11 +147,6 @@ async def known_product_urls(conn: Conn, source: str) -> list[str]:
 
 
 # -- read models -------------------------------------------------------------------------------
-async def job_out(conn: Conn, row: asyncpg.Record) -> JobOut:
-    """A ``jobs`` row (with its counters) as the read model, counted live while it runs."""
-    return await _out(conn, row, live=False)
-
-
 async def _out(conn: Conn, row: asyncpg.Record, *, live: bool) -> JobOut:
     # Finished jobs carry their final counters; running ones are counted live.
     live = live or row["status"] == "running" or not row["counters"]
