@@ -62,7 +62,10 @@ async def browse(request: web.Request) -> web.Response:
             after=None if after is None else (after[0], after[1], after[2]),
             limit=limit,
         )
-        total = None if after is not None else await store.count_view_products(conn, where)
+        # Counting every match costs more than the page (a scan at 100k): the first page
+        # counts unless asked not to, so a client can draw rows first and count after.
+        want_total = after is None and _flag(request, "total") is not False
+        total = await store.count_view_products(conn, where) if want_total else None
     return respond(
         CursorPage(
             items=items,
@@ -146,6 +149,7 @@ ROUTES = [
             ),
             Param("delisted", {"type": "boolean"}),
             Param("sort", {"type": "string", "enum": list(store.SORTS), "default": "key"}),
+            Param("total", {"type": "boolean", "default": True}, "count the matches (first page)"),
             cursor.CURSOR,
             Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
         ),

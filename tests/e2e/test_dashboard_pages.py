@@ -135,8 +135,14 @@ async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Pa
             # Products: every product on one page, the total, then a search that finds one.
             await go("#/products", "products")
             assert await count("#products tbody tr") == total
-            assert str(total) in await browser.eval(
-                "document.querySelector('#products-total').textContent"
+            await eventually(
+                lambda: _equals(
+                    browser,
+                    "document.querySelector('#products-total').textContent",
+                    f"{total} products",
+                ),
+                timeout=15,
+                what="the product count",
             )
             await shot("products")
             name = await browser.eval(
@@ -188,6 +194,7 @@ async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Pa
                 "[...document.querySelectorAll('#changes a')].map(a => a.textContent)"
             )
             assert set(jobs_linked) == {f"#{first}", f"#{second}"}
+            await shot("product")
             await browser.eval("document.querySelector('#changes button').click(); true")
             await eventually(
                 lambda: _truthy(
@@ -205,7 +212,7 @@ async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Pa
                 timeout=15,
                 what="the diff against the previous crawl",
             )
-            await shot("product")
+            await shot("product-diff")
             await browser.send(
                 "Emulation.setEmulatedMedia",
                 features=[{"name": "prefers-color-scheme", "value": "dark"}],

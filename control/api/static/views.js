@@ -168,7 +168,7 @@ async function productsPage(gen) {
   h("label", {}, "Source", h("select", { name: "source" }, h("option", { value: "" }, "all"),
     sources.map((s) => h("option", { value: s.name, selected: p.get("source") === s.name }, s.name)))),
   h("label", {}, "Availability", h("select", { name: "availability" }, h("option", { value: "" }, "any"),
-    AVAILABILITY.map((a) => h("option", { value: a, selected: p.get("availability") === a }, a.replace("_", " "))))),
+    AVAILABILITY.map((a) => h("option", { value: a, selected: p.get("availability") === a }, a.replaceAll("_", " "))))),
   h("label", {}, "Changed", h("select", { name: "changed_within" }, h("option", { value: "" }, "any time"),
     [[1, "last hour"], [24, "last day"], [168, "last week"]].map(([v, t]) =>
       h("option", { value: v, selected: p.get("changed_within") === String(v) }, t)))),
@@ -181,14 +181,14 @@ async function productsPage(gen) {
     if (p.get(k)) q.set(k, p.get(k));
   }
   q.set("limit", "50");
+  q.set("total", "false"); // rows first; the count (a scan of every match) follows
   const page = await api("/api/catalog/products?" + q);
   if (gen !== generation) return;
-  const total = page.total === null ? "" : page.total.toLocaleString() + " products";
   const rows = table("products", ["source", "key", "name", ["price", "num"], ["sale", "num"], "availability", "last seen"],
     page.items, (r, tr) => {
       tr.append(td(r.source), h("td", {}, link(productHref(r), r.key)), td(r.name, "wrap"),
         td(money(r.price, r.currency), "num"), td(money(r.sale_price, r.currency), "num"),
-        td((r.availability || "").replace("_", " "), stockClass(r.availability)), td(ago(r.last_seen_at)));
+        td((r.availability || "").replaceAll("_", " "), stockClass(r.availability)), td(ago(r.last_seen_at)));
     }, "no product matches");
   rows.dataset.main = "";
   const back = () => history.back();
@@ -198,12 +198,18 @@ async function productsPage(gen) {
     setRouteParams("/products", [...np.entries()]);
   };
   setPage("products", h("section", {},
-    h("h2", {}, "Products ", h("span", { class: "muted", id: "products-total" }, total)),
+    h("h2", {}, "Products ", h("span", { class: "muted", id: "products-total" })),
     form, rows,
     h("div", { class: "pager" },
       h("button", { type: "button", onclick: back, disabled: !p.get("cursor") }, "← Previous"),
       h("button", { type: "button", id: "next-page", onclick: next, disabled: !page.next_cursor }, "Next →"))));
   ready("products");
+  if (!p.get("cursor")) {
+    q.set("total", "true");
+    q.set("limit", "1");
+    const counted = await api("/api/catalog/products?" + q);
+    if (gen === generation) $("#products-total").textContent = counted.total.toLocaleString() + " products";
+  }
 }
 
 // -- Product --------------------------------------------------------------------------------------
@@ -233,7 +239,7 @@ async function productPage(gen, source, key) {
         ? h("button", { type: "button", onclick: () => showDiff(pagePanel, pt.previous_ref, pt.payload_ref) }, "diff") : null;
       tr.append(td(when(pt.observed_at)), h("td", {}, pt.job_id ? link("#/job/" + pt.job_id, "#" + pt.job_id) : ""),
         td(money(pt.price, pt.currency), "num"), td(money(pt.sale_price, pt.currency), "num"),
-        td((pt.availability || "").replace("_", " "), stockClass(pt.availability)), td(pt.variant_key || ""),
+        td((pt.availability || "").replaceAll("_", " "), stockClass(pt.availability)), td(pt.variant_key || ""),
         h("td", {}, open, " ", diff));
     }, "no change recorded");
   changes.dataset.main = "";
@@ -367,7 +373,7 @@ async function changesPage(gen) {
   const rows = table("changes-feed", ["when", "product", "variant", "change", ["before", "num"], ["after", "num"], "job"],
     feed.items, (e, tr) => {
       const what = e.kind ? e.kind.replaceAll("_", " ") + (e.percent !== null ? " " + e.percent + "%" : "") : "";
-      const show = (s) => [money(s.sale_price || s.price, s.currency), s.availability ? "(" + s.availability.replace("_", " ") + ")" : ""].join(" ");
+      const show = (s) => [money(s.sale_price || s.price, s.currency), s.availability ? "(" + s.availability.replaceAll("_", " ") + ")" : ""].join(" ");
       tr.append(td(when(e.at)), h("td", {}, e.source && e.key ? link(productHref({ source: e.source, key: e.key }), e.key) : e.key || ""),
         td(e.variant || ""), td(what, e.kind === "out_of_stock" || e.kind === "delisted" ? "bad" : ""),
         td(show(e.before), "num"), td(show(e.after), "num"), h("td", {}, e.job ? link("#/job/" + e.job, "#" + e.job) : ""));
@@ -532,7 +538,7 @@ async function matchPage(gen) {
         h("div", {}, link(productHref(pr), pr.name || pr.key)),
         h("div", { class: "price" }, money(pr.sale_price || pr.price, pr.currency)),
         pr.sale_price ? h("div", { class: "muted" }, "was " + money(pr.price, pr.currency)) : null,
-        h("div", { class: stockClass(pr.availability) }, (pr.availability || "").replace("_", " ")),
+        h("div", { class: stockClass(pr.availability) }, (pr.availability || "").replaceAll("_", " ")),
         pr === cheapest && m.products.length > 1 ? h("div", { class: "ok" }, "cheapest") : null))
       : h("p", { class: "muted" }, "no product has this code")));
   }
