@@ -102,4 +102,26 @@ async def _crawl_and_show(settings: Settings, scale: dict[str, int]) -> int:
         products = await client.products(DEMO_SOURCE)
         TrawlClient.print_products(DEMO_SOURCE, products)
         TrawlClient.print_summary(summary)
+        if summary["status"] != "completed":
+            return 1
+        # The shop's next epoch changes prices and stock; a refresh records it, so the
+        # dashboard's product pages have a price history to chart from the start.
+        await asyncio.to_thread(_post, f"http://{DEMO_HOSTS[0]}:{DEMO_PORT}/_shop/epoch?n=1")
+        reply = await client.trigger(DEMO_SOURCE, kind="refresh")
+        if reply.error or reply.job_id is None:
+            print(f"trawl: {reply.error}", file=sys.stderr)
+            return 1
+        print(f"trawl: the shop changed (epoch 1); refreshing as job {reply.job_id}", flush=True)
+        summary = await client.wait(reply.job_id, timeout=600, progress=True)
+        TrawlClient.print_summary(summary)
+        print(
+            f"trawl: dashboard at http://{settings.api_listen}/ "
+            "(products, price history, jobs, changes)",
+            flush=True,
+        )
         return 0 if summary["status"] == "completed" else 1
+
+
+def _post(url: str) -> None:
+    with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=5):
+        pass

@@ -273,3 +273,88 @@ class AlertRuleOut(msgspec.Struct, kw_only=True):
     apprise: str | None = None
     allow_private: list[str] = []
     created_at: datetime | None = None
+
+
+# -- the dashboard's views (control/api/views, the dashboard pages) -----------------------------
+class CursorPage(msgspec.Struct, Generic[T], kw_only=True):
+    """One page of a large listing, paged by key set: pass ``next_cursor`` back as ``cursor``
+    for the next page (None: this was the last). ``total`` is counted on the first page only."""
+
+    items: list[T]
+    next_cursor: str | None = None
+    total: int | None = None
+
+
+class HistoryPoint(msgspec.Struct, kw_only=True, frozen=True):
+    """A product's (or a variant's) state when a job saw it change, with the page that job
+    stored for it and the page stored before (for the raw page and its diff)."""
+
+    job_id: int | None
+    observed_at: datetime
+    price: str | None
+    sale_price: str | None
+    currency: str | None
+    availability: Availability | None
+    variant_key: str | None = None  # set once snapshots carry variants (issue 18)
+    payload_ref: str | None = None
+    previous_ref: str | None = None
+
+
+class ProductHistory(msgspec.Struct, kw_only=True, frozen=True):
+    product: ProductOut
+    points: list[HistoryPoint]
+    next_cursor: str | None = None
+
+
+class MatchGroup(msgspec.Struct, kw_only=True, frozen=True):
+    """A GTIN that products of several sources share, with their price range."""
+
+    gtin: str
+    name: str | None
+    sources: int
+    products: int
+    lowest: str | None
+    highest: str | None
+
+
+class JobSummary(msgspec.Struct, kw_only=True, frozen=True):
+    """A job in the history: how long it ran, what it did, and its pages per minute."""
+
+    id: int
+    source: str
+    kind: str
+    status: str
+    created_at: datetime
+    finished_at: datetime | None
+    duration_s: float
+    pages: int  # settled entries (done or failed)
+    products: int
+    failed: int
+    failure_rate: float  # failed / pages
+    pages_per_minute: list[int]  # attempts recorded in each minute since the job began
+
+
+class SeriesBucket(msgspec.Struct, kw_only=True, frozen=True):
+    at: datetime  # the bucket's start
+    outcomes: dict[str, int]  # attempts by outcome in the bucket
+
+
+class JobErrorOut(msgspec.Struct, kw_only=True, frozen=True):
+    """Failed attempts of a job grouped by outcome, status and message."""
+
+    outcome: str
+    status: int | None
+    error: str | None
+    count: int
+    example_url: str
+    last_at: datetime
+
+
+class JobProgress(msgspec.Struct, kw_only=True, frozen=True):
+    """A job's progress over time (attempts per bucket by outcome), its outcomes and its top
+    errors."""
+
+    job: JobOut
+    bucket_s: int
+    series: list[SeriesBucket]
+    top_errors: list[JobErrorOut]

@@ -14,10 +14,13 @@ from aiohttp import web
 
 from control.api import (
     alerts,
+    catalog,
     changes,
     dlq,
     domains,
+    exports,
     health,
+    job_history,
     jobs,
     payloads,
     products,
@@ -39,8 +42,10 @@ log = logging.getLogger("trawl.scheduler.api")
 STATIC = Path(__file__).parent / "static"
 # Every resource module, imported by name: a module that fails to import fails the API at
 # start, instead of silently leaving its routes out.
+# job_history before jobs: its /api/jobs/history must match before /api/jobs/{job_id}.
 RESOURCES = (
     health,
+    job_history,
     jobs,
     sources,
     schedules,
@@ -48,6 +53,8 @@ RESOURCES = (
     products,
     changes,
     alerts,
+    catalog,
+    exports,
     domains,
     proxies,
     workers,

@@ -47,6 +47,18 @@ async def list_changes(request: web.Request) -> web.Response:
         since=_since(query_str(request, "since")),
         kinds=_kinds(request),
     )
+    before = query_int(request, "before", None, lo=0)
+    if before is not None:
+        if after:
+            raise Problem(
+                422, "Unprocessable Content", "after and before: give one cursor, not both"
+            )
+        # Newest first (the dashboard's feed): next is the cursor for older events, 0 at the end.
+        async with pool_of(request).acquire() as conn:
+            items = await store.list_events_newest(conn, where, before=before, limit=limit)
+        more = len(items) == limit
+        older = items[-1].id if items and more else 0
+        return respond(ChangePage(items=items, next=older, more=more))
     async with pool_of(request).acquire() as conn:
         items = await store.list_events(conn, where, after=after, limit=limit)
     nxt = items[-1].id if items else after
@@ -65,6 +77,11 @@ ROUTES = [
             Param("kind", {"type": "string", "enum": list(CHANGE_KINDS)}, "repeatable"),
             Param("since", {"type": "string", "format": "date-time"}, "at or after this time"),
             Param("after", {**ID, "minimum": 0, "default": 0}, "the cursor: an event id"),
+            Param(
+                "before",
+                {**ID, "minimum": 0},
+                "newest first, before this event id (0: from the newest); not with after",
+            ),
             Param("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}),
         ),
         response=ChangePage,

@@ -19,6 +19,7 @@ REASONS = {
     404: "Not found",
     409: "Conflict with the object's state",
     422: "Invalid body",
+    501: "Needs an optional extra that is not installed",
     503: "Unavailable",
 }
 

@@ -31,6 +31,7 @@ MODULES = (
     "control.cli.proxies",
     "control.cli.operator",
     "control.cli.changes",
+    "control.cli.exports",
 )
 
 

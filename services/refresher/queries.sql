@@ -312,3 +312,141 @@ WHERE ($1::text IS NULL OR source = $1) AND id > $2
   AND ($3::timestamptz IS NULL OR at >= $3)
   AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
 ORDER BY id LIMIT $5
+
+-- name: list_events_newest
+-- The dashboard's feed: the same events newest first, before a cursor (0: from the newest).
+SELECT {product_event} FROM product_events
+WHERE ($1::text IS NULL OR source = $1) AND ($2::bigint = 0 OR id < $2)
+  AND ($3::timestamptz IS NULL OR at >= $3)
+  AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
+ORDER BY id DESC LIMIT $5
+
+-- The dashboard's product list, paged by key set (never OFFSET, which reads every row it
+-- skips): one query per sort order, each continuing after the cursor's (sort value, source,
+-- key). The filters, each NULL when not asked for: $1 source, $2 availability, $3 text (name
+-- contains, or the exact sku or key), $4 changed within this many hours (a snapshot: price,
+-- sale price or stock changed), $5 delisted or not. $6..$8 the cursor (value, source, key),
+-- $9 the page size. By key the primary key serves the order; the other orders sort the
+-- filtered rows (a top-N sort: tens of milliseconds at 100k products), since indexes on
+-- price or updated_at would cost the refresher its HOT updates.
+-- name: products_by_key
+SELECT {product_out}, key AS sort_value FROM products
+WHERE ($1::text IS NULL OR source = $1)
+  AND ($2::text IS NULL OR availability = $2)
+  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
+  AND ($4::int IS NULL OR EXISTS (
+        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
+          AND s.observed_at > now() - make_interval(hours => $4)))
+  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
+  AND ($7::text IS NULL OR (source, key) > ($7, $8::text))
+  AND ($6::text IS NULL OR $6::text IS NOT NULL)  -- always true: gives $6 its type
+ORDER BY source, key
+LIMIT $9
+
+-- name: products_by_name
+SELECT {product_out}, coalesce(name, '') AS sort_value FROM products
+WHERE ($1::text IS NULL OR source = $1)
+  AND ($2::text IS NULL OR availability = $2)
+  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
+  AND ($4::int IS NULL OR EXISTS (
+        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
+          AND s.observed_at > now() - make_interval(hours => $4)))
+  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
+  AND ($7::text IS NULL OR (coalesce(name, ''), source, key) > ($6::text, $7, $8::text))
+ORDER BY coalesce(name, ''), source, key
+LIMIT $9
+
+-- name: products_by_price
+-- Products without a price sort last ('Infinity').
+SELECT {product_out}, coalesce(price, 'Infinity')::text AS sort_value FROM products
+WHERE ($1::text IS NULL OR source = $1)
+  AND ($2::text IS NULL OR availability = $2)
+  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
+  AND ($4::int IS NULL OR EXISTS (
+        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
+          AND s.observed_at > now() - make_interval(hours => $4)))
+  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
+  AND ($7::text IS NULL
+       OR (coalesce(price, 'Infinity'), source, key) > ($6::numeric, $7, $8::text))
+ORDER BY coalesce(price, 'Infinity'), source, key
+LIMIT $9
+
+-- name: products_by_updated
+-- Most recently updated first.
+SELECT {product_out}, updated_at::text AS sort_value FROM products
+WHERE ($1::text IS NULL OR source = $1)
+  AND ($2::text IS NULL OR availability = $2)
+  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
+  AND ($4::int IS NULL OR EXISTS (
+        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
+          AND s.observed_at > now() - make_interval(hours => $4)))
+  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
+  AND ($7::text IS NULL OR (updated_at, source, key) < ($6::timestamptz, $7, $8::text))
+ORDER BY updated_at DESC, source DESC, key DESC
+LIMIT $9
+
+-- name: count_view_products
+-- How many products the list's filters match (the first page shows it).
+SELECT count(*) FROM products
+WHERE ($1::text IS NULL OR source = $1)
+  AND ($2::text IS NULL OR availability = $2)
+  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
+  AND ($4::int IS NULL OR EXISTS (
+        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
+          AND s.observed_at > now() - make_interval(hours => $4)))
+  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
+
+-- name: product_history
+-- A product's snapshots from a cursor (observed_at, id) on, oldest first, each with the page
+-- its job stored for the product's URL and the page stored before it (the previous crawl), so
+-- the dashboard can open the raw page and its diff. A 304 stores nothing: both stay NULL.
+SELECT s.id, s.job_id, s.price, s.sale_price, s.currency, s.availability, s.observed_at,
+       cur.ref AS payload_ref, prev.ref AS previous_ref
+FROM snapshots s
+JOIN products p ON p.source = s.source AND p.key = s.key
+LEFT JOIN LATERAL (
+    SELECT fp.ref, fp.fetched_at FROM frontier_payloads fp
+    WHERE fp.url = p.url AND fp.job_id = s.job_id
+    ORDER BY fp.fetched_at DESC LIMIT 1) cur ON true
+LEFT JOIN LATERAL (
+    SELECT fp.ref FROM frontier_payloads fp
+    WHERE fp.url = p.url AND fp.fetched_at < cur.fetched_at
+    ORDER BY fp.fetched_at DESC LIMIT 1) prev ON true
+WHERE s.source = $1 AND s.key = $2
+  AND ($3::timestamptz IS NULL OR (s.observed_at, s.id) > ($3, $4::bigint))
+ORDER BY s.observed_at, s.id
+LIMIT $5
+
+-- name: match_products
+-- Products that share a GTIN or an MPN, across sources, cheapest first.
+SELECT {product_out} FROM products
+WHERE ($1::text IS NOT NULL AND gtin = $1) OR ($2::text IS NOT NULL AND mpn = $2)
+ORDER BY coalesce(sale_price, price) NULLS LAST, source, key
+LIMIT 500
+
+-- name: match_groups
+-- GTINs held by products of at least two sources, the widest first: where to start comparing.
+SELECT gtin, count(DISTINCT source) AS sources, count(*) AS products,
+       min(coalesce(sale_price, price)) AS lowest, max(coalesce(sale_price, price)) AS highest,
+       min(name) AS name
+FROM products
+WHERE gtin IS NOT NULL AND ($1::text IS NULL OR gtin > $1)
+GROUP BY gtin
+HAVING count(DISTINCT source) >= $2
+ORDER BY gtin
+LIMIT $3
+
+-- name: export_products
+-- A source's products for an export, by key; the store reads them through a cursor so memory
+-- stays flat however many there are. $2: only products updated since then.
+SELECT {product_out}, updated_at FROM products
+WHERE source = $1 AND ($2::timestamptz IS NULL OR updated_at >= $2)
+ORDER BY key
+
+-- name: export_history
+-- A source's snapshots (every observed change) for an export, by product then time: the
+-- order of snapshots_product, so rows stream from the index without a sort.
+SELECT s.key, s.job_id, s.price, s.sale_price, s.currency, s.availability, s.observed_at
+FROM snapshots s
+WHERE s.source = $1 AND ($2::timestamptz IS NULL OR s.observed_at >= $2)
+ORDER BY s.key, s.observed_at, s.id

@@ -14,7 +14,7 @@ Every function takes a connection, so a caller can run several in one transactio
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -26,7 +26,14 @@ import msgspec
 from asyncpg.pool import PoolConnectionProxy
 
 from schemas.messages import LinkKind, ProductChange
-from schemas.read import Page, ProductDetail, ProductOut, SnapshotOut
+from schemas.read import (
+    HistoryPoint,
+    MatchGroup,
+    Page,
+    ProductDetail,
+    ProductOut,
+    SnapshotOut,
+)
 from services.refresher import columns
 from shared.errors import TrawlError
 from shared.sql import Queries
@@ -192,6 +199,16 @@ async def list_events(
     return [_event(r) for r in rows]
 
 
+async def list_events_newest(
+    conn: Conn, where: ChangeFilter, *, before: int = 0, limit: int = 100
+) -> list[ProductChange]:
+    """Events before the cursor ``before`` (0: from the newest), newest first."""
+    rows = await conn.fetch(
+        _Q["list_events_newest"], where.source, before, where.since, where.kinds, limit
+    )
+    return [_event(r) for r in rows]
+
+
 # -- misses (misses.py) -------------------------------------------------------------------------
 async def claim_miss_count(conn: Conn, job_id: int, source: str) -> bool:
     """True for the first call of a job; a redelivered completion gets False."""
@@ -330,7 +347,8 @@ def _shown(value: Any) -> Any:
 
 
 def _product(row: asyncpg.Record) -> ProductOut:
-    return ProductOut(**{k: _shown(v) for k, v in row.items()})
+    # sort_value: the key-set queries' cursor column, not a product field.
+    return ProductOut(**{k: _shown(v) for k, v in row.items() if k != "sort_value"})
 
 
 def _snapshot(row: asyncpg.Record) -> SnapshotOut:
@@ -387,3 +405,102 @@ async def states_as_of(
     """Key → the product's last snapshot up to that job: its state then."""
     rows = await conn.fetch(_Q["states_as_of"], source, job_id, list(keys))
     return {r["key"]: _snapshot(r) for r in rows}
+
+
+# -- the dashboard's views: key-set pages, history, matches, exports ---------------------------
+@dataclass(frozen=True)
+class ViewFilter:
+    """The product list's filters; None asks nothing."""
+
+    source: str | None = None
+    availability: str | None = None
+    text: str | None = None  # name contains it, or the exact sku or key
+    changed_within_hours: int | None = None  # a price, sale price or stock change since
+    delisted: bool | None = None
+
+    def args(self) -> tuple[Any, ...]:
+        return (
+            self.source,
+            self.availability,
+            self.text,
+            self.changed_within_hours,
+            self.delisted,
+        )
+
+
+# Sort order → its query; each continues after a (sort value, source, key) cursor.
+_BY = {
+    "key": _Q["products_by_key"],
+    "name": _Q["products_by_name"],
+    "price": _Q["products_by_price"],
+    "updated": _Q["products_by_updated"],
+}
+SORTS = tuple(_BY)
+Cursor: TypeAlias = tuple[str, str, str]  # (sort value, source, key) of the last row shown
+
+
+async def product_view_page(
+    conn: Conn, where: ViewFilter, *, sort: str, after: Cursor | None, limit: int
+) -> tuple[list[ProductOut], Cursor | None]:
+    """Up to ``limit`` products after ``after`` in ``sort`` order, and the cursor of the next
+    page (None when this one is the last)."""
+    value, source, key = after or (None, None, None)
+    rows = await conn.fetch(_BY[sort], *where.args(), value, source, key, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    items = [_product(r) for r in rows]
+    last = rows[-1] if more else None
+    return items, None if last is None else (str(last["sort_value"]), last["source"], last["key"])
+
+
+async def count_view_products(conn: Conn, where: ViewFilter) -> int:
+    return int(await conn.fetchval(_Q["count_view_products"], *where.args()))
+
+
+async def product(conn: Conn, source: str, key: str) -> ProductOut | None:
+    row = await conn.fetchrow(_Q["product"], source, key)
+    return None if row is None else _product(row)
+
+
+async def product_history(
+    conn: Conn, source: str, key: str, *, after: tuple[Any, int] | None, limit: int
+) -> tuple[list[HistoryPoint], tuple[Any, int] | None]:
+    """The product's snapshots after ``after`` (observed_at, snapshot id), oldest first, and
+    the cursor of the next page."""
+    at, snapshot_id = after or (None, None)
+    rows = await conn.fetch(_Q["product_history"], source, key, at, snapshot_id, limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    points = [HistoryPoint(**{k: _shown(v) for k, v in r.items() if k != "id"}) for r in rows]
+    return points, (rows[-1]["observed_at"], rows[-1]["id"]) if more else None
+
+
+async def match_products(conn: Conn, gtin: str | None, mpn: str | None) -> list[ProductOut]:
+    """Products of any source with this GTIN or MPN, cheapest first (at most 500)."""
+    return [_product(r) for r in await conn.fetch(_Q["match_products"], gtin, mpn)]
+
+
+async def match_groups(
+    conn: Conn, *, after: str | None, min_sources: int, limit: int
+) -> list[MatchGroup]:
+    """GTINs that products of at least ``min_sources`` sources share, by GTIN after ``after``."""
+    rows = await conn.fetch(_Q["match_groups"], after, min_sources, limit)
+    return [MatchGroup(**{k: _shown(v) for k, v in r.items()}) for r in rows]
+
+
+@dataclass(frozen=True)
+class Export:
+    """An export's columns (name, Postgres type) and its rows, streamed from the database."""
+
+    columns: list[tuple[str, str]]
+    rows: AsyncIterator[asyncpg.Record]
+
+
+async def export(
+    conn: Conn, source: str, *, history: bool, since: datetime | None, prefetch: int = 2000
+) -> Export:
+    """A source's products (or, with ``history``, its snapshots) through a server-side cursor:
+    ``prefetch`` rows in memory at a time, however many there are. Needs a transaction."""
+    stmt = await conn.prepare(_Q["export_history"] if history else _Q["export_products"])
+    columns = [(a.name, a.type.name) for a in stmt.get_attributes()]
+    return Export(columns, aiter(stmt.cursor(source, since, prefetch=prefetch)))

@@ -645,3 +645,46 @@ SELECT ref FROM payloads WHERE url = $1 GROUP BY ref ORDER BY max(fetched_at) DE
 
 -- name: ping
 SELECT 1
+
+-- == the dashboard's job history (store/job_history.py) ==========================================
+
+-- name: job_history
+-- Jobs newest first after a cursor (an id), each filter applied when not null.
+SELECT id, source, kind, status, paused, priority, requested_by, created_at, finished_at,
+       counters
+FROM jobs
+WHERE ($1::text IS NULL OR status = $1) AND ($2::text IS NULL OR source = $2)
+  AND ($3::bigint IS NULL OR id < $3)
+ORDER BY id DESC
+LIMIT $4
+
+-- name: pages_per_minute
+-- Attempts of each job in each minute since the job began (a sparkline each).
+SELECT a.job_id, floor(extract(epoch FROM a.recorded_at - j.created_at) / 60)::int AS minute,
+       count(*)::int AS n
+FROM attempts a JOIN jobs j ON j.id = a.job_id
+WHERE a.job_id = ANY($1::bigint[])
+GROUP BY 1, 2
+
+-- name: job_span
+-- The first and last attempt of a job: the range its series covers.
+SELECT min(recorded_at) AS first_at, max(recorded_at) AS last_at
+FROM attempts WHERE job_id = $1
+
+-- name: job_series
+-- A job's attempts by outcome in buckets of $2 seconds.
+SELECT to_timestamp(floor(extract(epoch FROM recorded_at) / $2) * $2) AS at, outcome,
+       count(*)::int AS n
+FROM attempts WHERE job_id = $1
+GROUP BY 1, 2
+ORDER BY 1, 2
+
+-- name: job_top_errors
+-- A job's failed attempts grouped by outcome, status and message, the commonest first.
+SELECT outcome, status, left(error, 300) AS error, count(*)::int AS count,
+       min(url) AS example_url, max(recorded_at) AS last_at
+FROM attempts
+WHERE job_id = $1 AND outcome NOT IN ('ok', 'not_modified')
+GROUP BY 1, 2, 3
+ORDER BY count DESC, last_at DESC
+LIMIT $2

@@ -407,6 +407,14 @@ async def test_changes_cursor_and_filters(api: Api, pool) -> None:
     assert status == 400
     status, recent, _ = await api.call("GET", "/api/changes?since=2000-01-01T00:00:00Z")
     assert len(recent["items"]) == 4
+    # Newest first (the dashboard's feed), paged backwards by the oldest id shown.
+    status, newest, _ = await api.call("GET", "/api/changes?source=shop&before=0&limit=2")
+    assert [e["key"] for e in newest["items"]] == ["k2", "k1"] and newest["more"] is True
+    status, older, _ = await api.call("GET", f"/api/changes?source=shop&before={newest['next']}")
+    assert [(e["key"], e["kind"]) for e in older["items"]] == [("k1", "new")]
+    assert older["more"] is False and older["next"] == 0
+    status, problem, _ = await api.call("GET", "/api/changes?after=1&before=5")
+    assert status == 422
 
 
 async def test_alert_rules_crud_and_refusals(api: Api) -> None:

@@ -1,4 +1,6 @@
-// trawl dashboard: plain JS, no build step. Polls the admin API and redraws the tables.
+// trawl dashboard: plain JS, no build step. This file: the API client, table helpers, the
+// login, and the overview (polls the admin API and redraws its tables). views.js: the other
+// pages and the router.
 "use strict";
 
 const TOKEN_KEY = "trawl-token";
@@ -8,15 +10,37 @@ const $ = (sel) => document.querySelector(sel);
 
 function token() { return localStorage.getItem(TOKEN_KEY) || ""; }
 
-async function api(path) {
+async function request(path, init) {
   const headers = token() ? { Authorization: "Bearer " + token() } : {};
-  const resp = await fetch(path, { headers });
+  const opts = Object.assign({}, init || {});
+  opts.headers = Object.assign(headers, opts.headers || {});
+  const resp = await fetch(path, opts);
   if (resp.status === 401) throw new AuthError();
-  if (!resp.ok) throw new Error(path + ": HTTP " + resp.status);
-  return resp.json();
+  if (!resp.ok) {
+    let detail = "";
+    try { detail = (await resp.json()).detail || ""; } catch (e) { /* not a problem+json */ }
+    throw new HttpError(resp.status, path + ": HTTP " + resp.status + (detail ? " — " + detail : ""));
+  }
+  return resp;
+}
+
+async function api(path, init) {
+  const resp = await request(path, init);
+  return resp.status === 204 ? null : resp.json();
+}
+
+async function post(path, body) {
+  return api(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body || {}),
+  });
 }
 
 class AuthError extends Error {}
+class HttpError extends Error {
+  constructor(status, message) { super(message); this.status = status; }
+}
 
 function cell(text, cls) {
   const td = document.createElement("td");
@@ -116,6 +140,18 @@ function renderDlq(page) {
   }, "empty");
 }
 
+function needLogin() {
+  $("#board").hidden = true;
+  $("#view").hidden = true;
+  $("#login").hidden = false;
+  $("#status").textContent = token() ? "token rejected" : "token needed";
+}
+
+function loggedIn() {
+  $("#login").hidden = true;
+  $("#logout").hidden = !token();
+}
+
 async function refresh() {
   try {
     const [jobs, streams, domains, workers, failures, dlq] = await Promise.all([
@@ -132,31 +168,14 @@ async function refresh() {
     renderWorkers(workers);
     renderFailures(failures);
     renderDlq(dlq);
-    $("#login").hidden = true;
+    loggedIn();
     $("#board").hidden = false;
-    $("#logout").hidden = !token();
     $("#status").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.refreshed = String(Date.now());
+    document.body.dataset.ready = "overview";
+    performance.mark("ready:overview");
   } catch (err) {
-    if (err instanceof AuthError) {
-      $("#board").hidden = true;
-      $("#login").hidden = false;
-      $("#status").textContent = token() ? "token rejected" : "token needed";
-    } else {
-      $("#status").textContent = "error: " + err.message;
-    }
+    if (err instanceof AuthError) needLogin();
+    else $("#status").textContent = "error: " + err.message;
   }
 }
-
-$("#login").addEventListener("submit", (ev) => {
-  ev.preventDefault();
-  localStorage.setItem(TOKEN_KEY, $("#token").value.trim());
-  refresh();
-});
-$("#logout").addEventListener("click", () => {
-  localStorage.removeItem(TOKEN_KEY);
-  refresh();
-});
-
-refresh();
-setInterval(refresh, INTERVAL);

@@ -5,6 +5,7 @@ Every statement is a named query of ``services/scheduler/queries.sql`` (procrast
 
     store.sources    source definitions
     store.jobs       job lifecycle, counters, operator actions, triggers, job read models
+    store.job_history the dashboard's job history, a job's progress over time, top errors
     store.frontier   admitting entries, stored copies, stale recovery
     store.dispatch   claiming domains and entries for dispatch
     store.results    attempts, payload rows, URL memory, entry and domain updates
@@ -24,6 +25,7 @@ from services.scheduler.store import (
     dispatch,
     domains,
     frontier,
+    job_history,
     jobs,
     payloads,
     proxies,
@@ -44,6 +46,7 @@ __all__ = [
     "dispatch",
     "domains",
     "frontier",
+    "job_history",
     "jobs",
     "payloads",
     "ping",
