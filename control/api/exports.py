@@ -4,26 +4,13 @@ leave in batches as the database cursor yields them: memory stays flat at a mill
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from aiohttp import web
 
 from control import export
 from control.api.problems import Problem
-from control.api.routes import Param, Route, pool_of, query_str
+from control.api.routes import Param, Route, pool_of, query_str, query_time
 from services.scheduler import store as scheduler_store
 from services.scheduler.operations import NotFound
-
-
-def _since(request: web.Request) -> datetime | None:
-    raw = query_str(request, "since")
-    if raw is None:
-        return None
-    try:
-        at = datetime.fromisoformat(raw)
-    except ValueError:
-        raise Problem(400, "Bad Request", f"since: not an ISO 8601 time: {raw!r}") from None
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
 
 
 def _history(request: web.Request) -> bool:
@@ -36,7 +23,7 @@ def _history(request: web.Request) -> bool:
 def _handler(fmt: str):
     async def download(request: web.Request) -> web.StreamResponse:
         source = request.match_info["source"]
-        since, history = _since(request), _history(request)
+        since, history = query_time(request, "since"), _history(request)
         try:
             export.check_format(fmt)
         except export.ExportError as exc:

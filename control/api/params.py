@@ -2,8 +2,9 @@
 document publishes), before any handler runs: the document and the server cannot disagree.
 
 Only the keywords the route table uses are understood (type integer/string/boolean, enum,
-minimum, maximum, minLength, maxLength); a schema with another keyword fails at start-up, not
-silently at request time. Every problem is reported at once, as a 400.
+minimum, maximum, minLength, maxLength, pattern, format date-time); a schema with another
+keyword fails at start-up, not silently at request time. Every problem is reported at once,
+as a 400.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ KNOWN = frozenset(
         "default",
         "description",
         "format",
+        "pattern",
     }
 )
 FORMATS = frozenset({"date-time"})
@@ -103,6 +105,8 @@ def _invalid(schema: dict[str, Any], raw: str) -> str | None:
             return f"must be at least {schema['minLength']} characters"
         if "maxLength" in schema and len(raw) > schema["maxLength"]:
             return f"must be at most {schema['maxLength']} characters"
+        if "pattern" in schema and not re.search(schema["pattern"], raw):
+            return f"does not match {schema['pattern']}"
         if schema.get("format") == "date-time" and not _is_date_time(raw):
             return f"expected an RFC 3339 date-time, got {raw[:40]!r}"
     else:

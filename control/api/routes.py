@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import asyncpg
@@ -94,6 +95,18 @@ def path_id(request: web.Request, name: str) -> int:
     if not _DIGITS.fullmatch(raw) or not 1 <= int(raw) <= BIGINT_MAX:
         raise Problem(404, "Not Found", f"no {name.removesuffix('_id')} {raw!r}")
     return int(raw)
+
+
+def query_time(request: web.Request, name: str) -> datetime | None:
+    """An RFC 3339 date-time query parameter (its shape is checked against the route table by
+    ``params.py``); a well-formed time that does not exist (month 13, year 0) is a 422."""
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    try:
+        return datetime.fromisoformat(raw.upper())
+    except ValueError:
+        raise Problem(422, "Unprocessable Content", f"{name}: no such time: {raw!r}") from None
 
 
 def query_int(

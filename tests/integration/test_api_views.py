@@ -229,9 +229,9 @@ async def test_exports_stream_every_format(api: Api, pool) -> None:
         text = await r.text()
     lines = [json.loads(line) for line in text.splitlines()]
     assert [(r["key"], r["price"]) for r in lines] == [("k001", "20"), ("k001", "11")]
-    status, text, _ = await api.call("GET", "/api/export/b/csv?since=2000-01-01")
+    status, text, _ = await api.call("GET", "/api/export/b/csv?since=2000-01-01T00:00:00Z")
     assert len(list(csv.DictReader(io.StringIO(text)))) == 2
-    status, text, _ = await api.call("GET", "/api/export/b/csv?since=2999-01-01")
+    status, text, _ = await api.call("GET", "/api/export/b/csv?since=2999-01-01T00:00:00Z")
     assert text.splitlines()[0].startswith("key,sku,") and len(text.splitlines()) == 1
     pq = pytest.importorskip("pyarrow.parquet")
     async with api.http.get(api.base + "/api/export/a/parquet", headers=AUTH) as resp:

@@ -162,6 +162,9 @@ async function refresh() {
       api("/api/jobs/failures?limit=10"),
       api("/api/dlq?limit=10"),
     ]);
+    // Answers that come back after the reader moved to another page (views.js's `current`)
+    // must not pull the overview back over it, nor mark it ready.
+    if (typeof current !== "undefined" && current.name !== "overview") return;
     renderJobs(jobs);
     renderStreams(streams);
     renderDomains(domains);
