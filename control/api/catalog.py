@@ -52,7 +52,7 @@ async def browse(request: web.Request) -> web.Response:
     )
     after = cursor.decode(query_str(request, "cursor"), length=3)
     if after is not None and not all(isinstance(part, str) for part in after):
-        raise Problem(400, "Bad Request", "cursor: not a cursor this API gave")
+        raise Problem(422, "Unprocessable Content", "cursor: not a cursor this API gave")
     limit = _limit(request, 50, 500)
     async with pool_of(request).acquire() as conn:
         items, last = await store.product_view_page(
@@ -83,7 +83,9 @@ async def history(request: web.Request) -> web.Response:
         try:
             position = (datetime.fromisoformat(after[0]), int(after[1]))
         except (TypeError, ValueError):
-            raise Problem(400, "Bad Request", "cursor: not a cursor this API gave") from None
+            raise Problem(
+                422, "Unprocessable Content", "cursor: not a cursor this API gave"
+            ) from None
     limit = _limit(request, 1000, 5000)
     async with pool_of(request).acquire() as conn:
         product = await store.product(conn, source, key)
@@ -103,7 +105,7 @@ class MatchOut(msgspec.Struct, kw_only=True):
 async def match(request: web.Request) -> web.Response:
     gtin, mpn = query_str(request, "gtin"), query_str(request, "mpn")
     if gtin is None and mpn is None:
-        raise Problem(400, "Bad Request", "gtin or mpn: one is required")
+        raise Problem(422, "Unprocessable Content", "gtin or mpn: one is required")
     async with pool_of(request).acquire() as conn:
         products = await store.match_products(conn, gtin, mpn)
     return respond(MatchOut(gtin=gtin, mpn=mpn, products=products))
@@ -112,7 +114,7 @@ async def match(request: web.Request) -> web.Response:
 async def match_groups(request: web.Request) -> web.Response:
     after = cursor.decode(query_str(request, "cursor"), length=1)
     if after is not None and not isinstance(after[0], str):
-        raise Problem(400, "Bad Request", "cursor: not a cursor this API gave")
+        raise Problem(422, "Unprocessable Content", "cursor: not a cursor this API gave")
     min_sources = query_int(request, "min_sources", 2, lo=1, hi=1000)
     assert min_sources is not None
     limit = _limit(request, 50, 500)
@@ -154,7 +156,7 @@ ROUTES = [
             Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
         ),
         response=CursorPage[ProductOut],
-        errors=(400,),
+        errors=(400, 422),
     ),
     Route(
         "GET",
@@ -168,7 +170,7 @@ ROUTES = [
             Param("limit", {"type": "integer", "minimum": 1, "maximum": 5000, "default": 1000}),
         ),
         response=ProductHistory,
-        errors=(400, 404),
+        errors=(400, 404, 422),
     ),
     Route(
         "GET",
@@ -178,7 +180,7 @@ ROUTES = [
         "products",
         params=(Param("gtin", {"type": "string"}), Param("mpn", {"type": "string"})),
         response=MatchOut,
-        errors=(400,),
+        errors=(400, 422),
     ),
     Route(
         "GET",
@@ -192,6 +194,6 @@ ROUTES = [
             Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
         ),
         response=CursorPage[MatchGroup],
-        errors=(400,),
+        errors=(400, 422),
     ),
 ]

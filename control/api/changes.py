@@ -79,6 +79,6 @@ ROUTES = [
             Param("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}),
         ),
         response=ChangePage,
-        errors=(400,),
+        errors=(400, 422),
     ),
 ]

@@ -29,11 +29,11 @@ def decode(raw: str | None, *, length: int) -> list[Any] | None:
     if not raw:
         return None
     if len(raw) > 1000:
-        raise Problem(400, "Bad Request", "cursor: not a cursor this API gave")
+        raise Problem(422, "Unprocessable Content", "cursor: not a cursor this API gave")
     try:
         key = msgspec.json.decode(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)))
     except (binascii.Error, ValueError, msgspec.DecodeError):
-        raise Problem(400, "Bad Request", "cursor: not a cursor this API gave") from None
+        raise Problem(422, "Unprocessable Content", "cursor: not a cursor this API gave") from None
     if not isinstance(key, list) or len(key) != length:
-        raise Problem(400, "Bad Request", "cursor: not a cursor this API gave")
+        raise Problem(422, "Unprocessable Content", "cursor: not a cursor this API gave")
     return key

@@ -66,7 +66,7 @@ ROUTES = [
         "exports",
         params=_PARAMS,
         content_type=export.MEDIA_TYPES[fmt].split(";")[0],
-        errors=(400, 404, *((501,) if fmt == "parquet" else ())),
+        errors=(400, 404, 422, *((501,) if fmt == "parquet" else ())),
     )
     for fmt in export.FORMATS
 ]

@@ -55,7 +55,7 @@ ROUTES = [
             Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
         ),
         response=CursorPage[JobSummary],
-        errors=(400,),
+        errors=(400, 422),
     ),
     Route(
         "GET",
