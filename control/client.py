@@ -29,6 +29,7 @@ from shared.settings import Settings
 
 _event_decoder = msgspec.json.Decoder(JobEvent)
 _reply_decoder = msgspec.json.Decoder(TriggerReply)
+SUBSCRIBE_ATTEMPTS = 10  # job event subscriptions, each bounded by the request timeout
 
 
 class TrawlClient:
@@ -103,11 +104,20 @@ class TrawlClient:
         """Every event of a job from the first (the stream keeps them), then live ones."""
         assert self.nc is not None
         js = self.nc.jetstream()
-        sub = await js.subscribe(
-            self.names.job_events(job_id),
-            ordered_consumer=True,
-            deliver_policy=api.DeliverPolicy.ALL,
-        )
+        # A cluster electing a stream leader (a node just died or came back) may not answer
+        # the lookup at once: ask again for a while rather than fail the wait.
+        for attempt in range(SUBSCRIBE_ATTEMPTS):
+            try:
+                sub = await js.subscribe(
+                    self.names.job_events(job_id),
+                    ordered_consumer=True,
+                    deliver_policy=api.DeliverPolicy.ALL,
+                )
+                break
+            except nats.errors.TimeoutError:
+                if attempt + 1 == SUBSCRIBE_ATTEMPTS:
+                    raise
+                yield None  # a tick: the caller's deadline still rules
         try:
             while True:
                 try:

@@ -57,6 +57,23 @@ async def dlq_size(client: TrawlClient) -> int:
     return info.state.messages
 
 
+async def dead_letter_reasons(client: TrawlClient, limit: int = 20) -> list[str]:
+    """The first letters of the DLQ, as "subject: reason" (for an assertion's message)."""
+    assert client.nc is not None
+    js = client.nc.jetstream()
+    stream = client.names.stream(n.DLQ)
+    info = await js.stream_info(stream)
+    found = []
+    for seq in range(info.state.first_seq, min(info.state.last_seq, info.state.first_seq + limit)):
+        try:
+            msg = await js.get_msg(stream, seq)
+        except Exception:  # a gap in the stream: nothing to show
+            continue
+        reason = (msg.headers or {}).get(n.DLQ_REASON, "")
+        found.append(f"{msg.subject}: {reason[:300]}")
+    return found
+
+
 async def check_crawl(
     client: TrawlClient,
     pool: asyncpg.Pool,
@@ -125,4 +142,5 @@ async def check_crawl(
             job_id,
         )
         assert unstored == 0
-    assert await dlq_size(client) == dead_letters
+    letters = await dlq_size(client)
+    assert letters == dead_letters, (letters, await dead_letter_reasons(client))
