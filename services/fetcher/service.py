@@ -157,16 +157,21 @@ class Fetcher:
         return self._cookie_store
 
     async def _robots_for(self, policy: FetchPolicy) -> RobotsCache:
-        key = (*self._policy_key(policy), f"proxies={policy.proxies}")
+        key = (
+            *self._policy_key(policy),
+            f"proxies={policy.proxies}",
+            f"client={policy.client}",
+            f"locale={policy.locale}",
+            f"ua={policy.user_agent or ''}",
+            f"ca={policy.ca_file or ''}",
+        )
         cache = self._robots.get(key)
         if cache is None:
-            session, allow = self._session(policy)
-            resolver = self._resolvers[self._policy_key(policy)]
             mode = policy.proxies
 
             async def fetch_robots(url: str) -> tuple[int | None, bytes]:
                 if mode == "none":
-                    return await self._get_robots(session, allow, resolver, url, None)
+                    return await self._get_robots(policy, url, None)
                 # Through a proxy, as the pages go. A proxy's own refusal (403/407/429, an error)
                 # must not read as "no rules" (RFC 9309: 4xx = allow all): try the next one.
                 session_key = f"robots:{URL(url).origin()}"
@@ -175,8 +180,8 @@ class Fetcher:
                     if proxy is None:
                         if mode == "required":
                             raise NoProxy("robots.txt: no healthy proxy")
-                        return await self._get_robots(session, allow, resolver, url, None)
-                    answer = await self._get_robots(session, allow, resolver, url, proxy)
+                        return await self._get_robots(policy, url, None)
+                    answer = await self._get_robots(policy, url, proxy)
                     if answer[0] is not None and answer[0] not in _PROXY_REFUSALS:
                         return answer
                 return None, b""  # every proxy refused: unreachable (disallow for a while)
@@ -185,25 +190,45 @@ class Fetcher:
             cache = self._robots[key] = RobotsCache(kv, fetch_robots)
         return cache
 
+    def _robots_client(
+        self, policy: FetchPolicy, url: str, proxy: Proxy | None
+    ) -> tuple[Transport, dict[str, str], Allowlist]:
+        """robots.txt is asked for as a visitor of the origin would type it, by an identity of
+        its own (one per origin): a request that said "trawl" in Python's handshake, just before
+        the pages came in Chrome's, would tie them together for the site."""
+        session, allow = self._session(policy)
+        origin = str(URL(url).origin())
+        identity = identity_for(
+            f"robots:{origin}", locale=policy.locale, user_agent=policy.user_agent
+        )
+        headers = dict(identity.headers)
+        if policy.client == "plain" or identity.tls is None:
+            headers["Accept-Encoding"] = PLAIN_ENCODING
+            return PlainTransport(session), headers, allow
+        browser = self.browsers.get(
+            ("robots", *self._policy_key(policy), origin),
+            identity,
+            proxy,
+            self._resolvers[self._policy_key(policy)],
+            Trust(policy.ca_file),
+        )
+        return browser, headers, allow
+
     async def _get_robots(
-        self,
-        session: aiohttp.ClientSession,
-        allow: Allowlist,
-        resolver: GuardedResolver,
-        url: str,
-        proxy: Proxy | None,
+        self, policy: FetchPolicy, url: str, proxy: Proxy | None
     ) -> tuple[int | None, bytes]:
+        transport, headers, allow = self._robots_client(policy, url, proxy)
         resp = await request(
-            session,
+            transport,
             url,
-            headers={"User-Agent": "trawl"},
+            headers=headers,
             allow=allow,
             timeout=ROBOTS_TIMEOUT,
             max_bytes=ROBOTS_MAX_BYTES,
             max_redirects=5,
             accept_types=None,
             proxy=proxy,
-            resolver=resolver,
+            resolver=self._resolvers[self._policy_key(policy)],
             truncate=True,  # RFC 9309 §2.5: the first 500 KiB are the rules, the rest is cut
         )
         if resp.status is None:

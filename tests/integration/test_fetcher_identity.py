@@ -155,6 +155,37 @@ async def test_each_connection_speaks_as_one_identity(nc, namespace, certs) -> N
     assert max(len(c.requests) for c in server.connections) == 4  # a session keeps its connection
 
 
+def _robots_pages(request: Request) -> Reply:
+    if request.path == "/robots.txt":
+        return 200, [("content-type", "text/plain")], b"User-agent: trawl\nDisallow: /private\n"
+    return _pages(request)
+
+
+async def test_robots_txt_is_asked_for_by_a_browser_not_by_python(nc, namespace, certs) -> None:
+    """robots.txt in Python's handshake with "trawl" as its agent, just before the pages in
+    Chrome's, would tie the two together for the site: it comes in a browser's handshake too,
+    and its rules for trawl are still obeyed."""
+    ca, cert, key = certs
+    with CaptureServer(cert, key, _robots_pages) as server:
+        base = f"https://localhost:{server.port}"
+        async with fetcher(nc, namespace) as f:
+            private = await f.fetch(
+                work(f"{base}/private", robots=True, allow_private=LOCAL, ca_file=ca)
+            )
+            public = await f.fetch(
+                work(f"{base}/p/1", entry_id=2, robots=True, allow_private=LOCAL, ca_file=ca)
+            )
+    assert private.outcome == "robots_disallowed", private
+    assert public.outcome == "ok", public.error
+    robots = identity_for(f"robots:{base}")
+    [asked] = [c for c in server.connections if c.requests[0].path == "/robots.txt"]
+    assert asked.alpn == "h2"  # aiohttp speaks HTTP/1.1 only
+    assert asked.requests[0].header("user-agent") == robots.headers["User-Agent"]
+    if robots.id.startswith("chrome"):
+        assert asked.ja4 == REFERENCE["ja4"]
+    assert "/private" not in [r.path for r in server.requests]
+
+
 async def test_cookies_come_back_within_the_session_only(nc, namespace, certs) -> None:
     ca, cert, key = certs
     with CaptureServer(cert, key, _pages) as server:
