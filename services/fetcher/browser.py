@@ -36,7 +36,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from services.fetcher.http import TransportError
-from services.fetcher.identity import Identity
+from services.fetcher.identity import Identity, on_the_wire
 from services.fetcher.proxies import Proxy
 from shared.guard import GuardedResolver, IPAddress, UnsafeURL, parse_ip
 
@@ -155,6 +155,7 @@ class BrowserSession:
     cookies_set: bool = False  # a response set cookies since the last save
     _scheme: str = "https"
     _host: str = ""  # the session's domain: where its host-only cookies belong
+    _http1: set[str] = field(default_factory=set)  # hosts that answered over HTTP/1.x
 
     def cookie_lines(self) -> list[tuple[str, str]]:
         """The jar as (URL, Set-Cookie line) pairs, for ``Jar.add`` on another replica; also
@@ -233,13 +234,20 @@ class BrowserSession:
         pinned = await self._pinned(url)
         if not self._host:
             self._scheme, self._host = url.scheme, url.raw_host or ""
-        kwargs: dict[str, Any] = {"headers": headers, "orig_headers": list(headers)}
+        host = url.raw_host or ""
+        http1 = url.scheme == "http" or host in self._http1
+        sent, order = on_the_wire(headers, http1=http1)
+        kwargs: dict[str, Any] = {"headers": sent, "orig_headers": order}
         if body is not None:
             kwargs["body"] = body
         try:
             resp = await pinned.client.request(_METHODS[method.upper()], str(url), **kwargs)
         except _WREQ_ERRORS as exc:
             raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        if resp.version != wreq.Version.HTTP_2 and resp.version != wreq.Version.HTTP_3:
+            # An HTTP/1.1-only host: from the next request on it gets HTTP/1.1's headers (the
+            # first went as for HTTP/2, the likelier guess, since ALPN decides after the send).
+            self._http1.add(host)
         answer = _WreqAnswer(resp)
         if "Set-Cookie" in answer.headers:
             self.cookies_set = True

@@ -263,9 +263,26 @@ _IMAGE_PRIORITY = {"chromium": "i", "firefox": "u=5, i", "safari": "u=3, i"}
 _NAVIGATION_ONLY = ("Upgrade-Insecure-Requests", "Sec-Fetch-User")
 
 
+# Chromium reorders an image request's headers (captured from Chromium 156); the other
+# families keep their navigation order.
+_CHROMIUM_IMAGE_ORDER = (
+    "sec-ch-ua-platform",
+    "User-Agent",
+    "sec-ch-ua",
+    "sec-ch-ua-mobile",
+    "Accept",
+    "Sec-Fetch-Site",
+    "Sec-Fetch-Mode",
+    "Sec-Fetch-Dest",
+    "Accept-Encoding",
+    "Accept-Language",
+    "Priority",
+)
+
+
 def image_headers(headers: dict[str, str]) -> dict[str, str]:
-    """The identity's headers as its browser sends them for an image (same order, same
-    client hints), so an image request does not stand out from the pages that embed it."""
+    """The identity's headers as its browser sends them for an image (same client hints, the
+    family's order), so an image request does not stand out from the pages that embed it."""
     family = _family_of(headers.get("User-Agent", "")) or "firefox"
     out: dict[str, str] = {}
     for name, value in headers.items():
@@ -278,7 +295,41 @@ def image_headers(headers: dict[str, str]) -> dict[str, str]:
             "Sec-Fetch-Site": "same-origin",
             "Priority": _IMAGE_PRIORITY[family],
         }.get(name, value)
+    if family == "chromium":
+        rank = {name: i for i, name in enumerate(_CHROMIUM_IMAGE_ORDER)}
+        out = dict(sorted(out.items(), key=lambda item: rank.get(item[0], len(rank))))
     return out
+
+
+# Over HTTP/1.1 a browser adds Host (first, RFC 9110 §7.2) and Connection, which has its place
+# in each family's order: before the first of these names it sends (None: last).
+_CONNECTION_BEFORE: dict[str, tuple[str, ...] | None] = {
+    "chromium": None,  # right after Host: handled below
+    "firefox": ("Upgrade-Insecure-Requests", "Sec-Fetch-Dest"),
+    "safari": None,
+}
+
+
+def on_the_wire(headers: dict[str, str], *, http1: bool) -> tuple[dict[str, str], list[str]]:
+    """The headers of a request and their order as the identity's browser puts them on the
+    connection. HTTP/2 carries Host as ``:authority`` and forbids Connection. Over HTTP/1.1
+    Chromium sends Host, then ``Connection: keep-alive``, and no Priority header (captured from
+    Chromium 156 over HTTP/1.1, plain and TLS; ``tests/support/fingerprints``)."""
+    if not http1:
+        return headers, list(headers)
+    family = _family_of(headers.get("User-Agent", "")) or "firefox"
+    out = dict(headers)
+    if family == "chromium":
+        out.pop("Priority", None)
+    names = [name for name in out if name.lower() not in ("host", "connection")]
+    before = _CONNECTION_BEFORE[family]
+    if family == "chromium":
+        at = 0
+    else:
+        at = next((names.index(n) for n in before or () if n in names), len(names))
+    names.insert(at, "Connection")
+    out["Connection"] = "keep-alive"
+    return out, ["Host", *names]
 
 
 # Where each family puts Referer: right before the first of these headers that it sends.

@@ -186,6 +186,30 @@ async def test_robots_txt_is_asked_for_by_a_browser_not_by_python(nc, namespace,
     assert "/private" not in [r.path for r in server.requests]
 
 
+async def test_over_http1_the_chrome_profile_orders_headers_as_chromium(nc, namespace) -> None:
+    """HTTP/1.1 shows what HTTP/2 hides: Host first, Connection, and Chromium's own order (an
+    image's is not a page's). Compared with real Chromium's, captured on a plain server."""
+    heads: dict[str, list[str]] = {}
+
+    async def handler(request: web.BaseRequest) -> web.Response:
+        heads[request.path] = [bytes(name).decode() for name, _ in request.raw_headers]
+        return web.Response(body=b"<html></html>", content_type="text/html")
+
+    async with serve(handler) as base:
+        job = _job_with("chrome", base.removeprefix("http://"))
+        page = work(f"{base}/", job_id=job)
+        image = work(f"{base}/pixel.png", job_id=job, entry_id=2, accept_types=["image/png"])
+        image = msgspec.structs.replace(
+            image,
+            attempt=msgspec.structs.replace(image.attempt, kind="image", referrer=f"{base}/"),
+        )
+        async with fetcher(nc, namespace) as f:
+            assert (await f.fetch(page)).outcome == "ok"
+            await f.fetch(image)
+    assert heads["/"] == REFERENCE["http1_header_order"]
+    assert heads["/pixel.png"] == REFERENCE["http1_image_header_order"]
+
+
 async def test_cookies_come_back_within_the_session_only(nc, namespace, certs) -> None:
     ca, cert, key = certs
     with CaptureServer(cert, key, _pages) as server:
