@@ -31,9 +31,11 @@ SELECT status, attempts FROM alert_deliveries WHERE rule_id = $1 AND event_id = 
 
 -- name: debounced
 -- Another event of this product alerted (or is being alerted) by this rule within the window.
+-- One given up on (dead-lettered, or refused) reached nobody, so it holds nothing back.
 SELECT EXISTS (
     SELECT 1 FROM alert_deliveries
     WHERE rule_id = $1 AND key = $2 AND variant = $3 AND event_id <> $4
+      AND status <> 'given_up'
       AND created_at > now() - make_interval(secs => $5))
 
 -- name: claim_delivery
@@ -47,7 +49,8 @@ UPDATE alert_deliveries SET status = 'sent', sent_at = now(), attempts = attempt
 WHERE rule_id = $1 AND event_id = $2
 
 -- name: delivery_failed
-UPDATE alert_deliveries SET status = 'failed', attempts = attempts + 1, last_error = $3
+-- 'failed': retried later; 'given_up': the event is dead-lettered, this alert is not sent.
+UPDATE alert_deliveries SET status = $4, attempts = attempts + 1, last_error = $3
 WHERE rule_id = $1 AND event_id = $2
 
 -- name: list_deliveries

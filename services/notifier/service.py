@@ -83,6 +83,7 @@ class Notifier:
             rules = await store.rules_for(conn, event.source, event.key, event.variant, event.gtin)
         failed: list[str] = []
         refused: list[str] = []
+        last = d.num_delivered >= self.rt.settings.max_deliver  # a failure now dead-letters
         for rule in rules:
             if not matches(rule, event):
                 continue
@@ -96,12 +97,12 @@ class Notifier:
                 continue
             try:
                 await self.deliver(rule, event)
-            except UnsafeURL as exc:
+            except (UnsafeURL, Poison) as exc:  # no retry helps; the other rules still go
                 refused.append(f"rule {rule.id}: {exc}")
-                await self._failed(rule, event, f"refused: {exc}")
+                await self._failed(rule, event, f"refused: {exc}", final=True)
             except DeliveryFailed as exc:
                 failed.append(f"rule {rule.id}: {exc}")
-                await self._failed(rule, event, str(exc))
+                await self._failed(rule, event, str(exc), final=last)
             else:
                 async with self.pool.acquire() as conn:
                     await store.delivered(conn, rule.id, event.id)
@@ -124,10 +125,12 @@ class Notifier:
         if refused:
             raise Poison("; ".join(refused))
 
-    async def _failed(self, rule: AlertRuleOut, event: ProductChange, error: str) -> None:
+    async def _failed(
+        self, rule: AlertRuleOut, event: ProductChange, error: str, *, final: bool
+    ) -> None:
         self.counts.failed.add()
         async with self.pool.acquire() as conn:
-            await store.delivery_failed(conn, rule.id, event.id, error)
+            await store.delivery_failed(conn, rule.id, event.id, error, final=final)
         log.warning(
             "alert not delivered",
             extra={"action": "alert_failed", "rule": rule.id, "event": event.id, "error": error},

@@ -100,8 +100,13 @@ async def delivered(conn: Conn, rule_id: int, event_id: int) -> None:
     await conn.execute(_Q["delivered"], rule_id, event_id)
 
 
-async def delivery_failed(conn: Conn, rule_id: int, event_id: int, error: str) -> None:
-    await conn.execute(_Q["delivery_failed"], rule_id, event_id, error[:2000])
+async def delivery_failed(
+    conn: Conn, rule_id: int, event_id: int, error: str, *, final: bool = False
+) -> None:
+    """``final``: no delivery will follow (the event is dead-lettered), so the alert is given
+    up and no longer debounces the product's next event."""
+    status = "given_up" if final else "failed"
+    await conn.execute(_Q["delivery_failed"], rule_id, event_id, error[:2000], status)
 
 
 @dataclass(frozen=True)
