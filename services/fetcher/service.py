@@ -126,16 +126,23 @@ class Fetcher:
     def _policy_key(self, policy: FetchPolicy) -> tuple[str, ...]:
         return tuple(sorted(policy.allow_private))
 
-    def _session(self, policy: FetchPolicy) -> tuple[aiohttp.ClientSession, Allowlist]:
+    def guard_for(self, policy: FetchPolicy) -> tuple[Allowlist, GuardedResolver]:
+        """The SSRF guard of a source's policy: what it may reach, and the resolver that drops
+        refused addresses (one per policy, shared by every client of the policy)."""
         key = self._policy_key(policy)
         allow = Allowlist.from_policy(True if "*" in key else list(key))
+        resolver = self._resolvers.get(key)
+        if resolver is None:
+            resolver = self._resolvers[key] = GuardedResolver(allow)
+        return allow, resolver
+
+    def _session(self, policy: FetchPolicy) -> tuple[aiohttp.ClientSession, Allowlist]:
+        key = self._policy_key(policy)
+        allow, resolver = self.guard_for(policy)
         # A source's CA bundle is its own trust: a session of its own (plain mode, robots.txt).
         session_key = (*key, f"ca={policy.ca_file or ''}")
         session = self._sessions.get(session_key)
         if session is None:
-            resolver = self._resolvers.get(key)
-            if resolver is None:
-                resolver = self._resolvers[key] = GuardedResolver(allow)
             # The default context reads SSL_CERT_FILE, as OpenSSL does.
             trust = ssl.create_default_context(cafile=policy.ca_file) if policy.ca_file else True
             connector = aiohttp.TCPConnector(
@@ -197,6 +204,7 @@ class Fetcher:
         its own (one per origin): a request that said "trawl" in Python's handshake, just before
         the pages came in Chrome's, would tie them together for the site."""
         session, allow = self._session(policy)
+        _, resolver = self.guard_for(policy)
         origin = str(URL(url).origin())
         identity = identity_for(
             f"robots:{origin}", locale=policy.locale, user_agent=policy.user_agent
@@ -209,7 +217,7 @@ class Fetcher:
             ("robots", *self._policy_key(policy), origin),
             identity,
             proxy,
-            self._resolvers[self._policy_key(policy)],
+            resolver,
             Trust(policy.ca_file),
         )
         return browser, headers, allow
@@ -228,7 +236,7 @@ class Fetcher:
             max_redirects=5,
             accept_types=None,
             proxy=proxy,
-            resolver=self._resolvers[self._policy_key(policy)],
+            resolver=self.guard_for(policy)[1],
             truncate=True,  # RFC 9309 §2.5: the first 500 KiB are the rules, the rest is cut
         )
         if resp.status is None:

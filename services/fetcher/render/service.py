@@ -110,8 +110,7 @@ class Renderer(Fetcher):
         """The page's requests go through ``transport``, the session that fetched the
         document: one identity (TLS, HTTP/2, cookies) for the page and everything it loads."""
         fetch_policy = work.policy
-        _, allow = self._session(fetch_policy)
-        resolver = self._resolvers[self._policy_key(fetch_policy)]
+        allow, resolver = self.guard_for(fetch_policy)
 
         async def fetch(
             url: str,
