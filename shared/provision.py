@@ -47,75 +47,45 @@ class ConsumerSpec:
 def stream_configs(names: Names, replicas: int = 1) -> list[api.StreamConfig]:
     """Every stream of the namespace, each kept on ``replicas`` servers of a cluster (R1 on a
     single server, R3 on a three-node cluster: a node may die without losing a message)."""
-    file = api.StorageType.FILE
+    work, interest, limits = (
+        api.RetentionPolicy.WORK_QUEUE,
+        api.RetentionPolicy.INTEREST,
+        api.RetentionPolicy.LIMITS,
+    )
+
+    def stream(
+        key: str, subject: str, retention: api.RetentionPolicy, **kw: Any
+    ) -> api.StreamConfig:
+        kw.setdefault("max_age", 7 * DAY)
+        kw.setdefault("duplicate_window", 300.0)
+        return api.StreamConfig(
+            name=names.stream(key),
+            subjects=[subject],
+            retention=retention,
+            storage=api.StorageType.FILE,
+            **kw,
+        )
+
     configs = [
         # no_ack: a core NATS request to the trigger subject must get the scheduler's reply, not
         # the stream's PubAck (docs/architecture.md, "Triggers").
-        api.StreamConfig(
-            name=names.stream(n.TRIGGER),
-            subjects=[names.trigger],
-            no_ack=True,
-            retention=api.RetentionPolicy.WORK_QUEUE,
-            storage=file,
-            max_age=7 * DAY,
-        ),
-        api.StreamConfig(
-            name=names.stream(n.FETCH),
-            subjects=[names.fetch],
-            retention=api.RetentionPolicy.WORK_QUEUE,
-            storage=file,
-            max_age=7 * DAY,
-            duplicate_window=300.0,
-        ),
-        api.StreamConfig(
-            name=names.stream(n.RENDER),
-            subjects=[names.render],
-            retention=api.RetentionPolicy.WORK_QUEUE,
-            storage=file,
-            max_age=7 * DAY,
-            duplicate_window=300.0,
-        ),
+        stream(n.TRIGGER, names.trigger, work, no_ack=True, duplicate_window=None),
+        stream(n.FETCH, names.fetch, work),
+        stream(n.RENDER, names.render, work),
         # Interest: read by the scheduler (outcomes) and the parser (payloads to parse).
-        api.StreamConfig(
-            name=names.stream(n.FETCHED),
-            subjects=[names.fetched],
-            retention=api.RetentionPolicy.INTEREST,
-            storage=file,
-            max_age=7 * DAY,
-            duplicate_window=300.0,
-        ),
+        stream(n.FETCHED, names.fetched, interest),
         # Interest: read by the scheduler (links) and the refresher (products).
-        api.StreamConfig(
-            name=names.stream(n.PARSED),
-            subjects=[names.parsed],
-            retention=api.RetentionPolicy.INTEREST,
-            storage=file,
-            max_age=7 * DAY,
-            duplicate_window=300.0,
-        ),
-        api.StreamConfig(
-            name=names.stream(n.EVENTS),
-            subjects=[names.events_all],
-            retention=api.RetentionPolicy.LIMITS,
-            storage=file,
-            max_age=7 * DAY,
-            # The refresher's outbox sweep may publish a product change again a minute after a
-            # crash: its Nats-Msg-Id must still be remembered then.
-            duplicate_window=300.0,
-        ),
-        api.StreamConfig(
-            name=names.stream(n.DLQ),
-            subjects=[names.dlq_all],
-            retention=api.RetentionPolicy.LIMITS,
-            storage=file,
-            max_age=30 * DAY,
-        ),
+        stream(n.PARSED, names.parsed, interest),
+        # The refresher's outbox sweep may publish a product change again a minute after a
+        # crash: its Nats-Msg-Id must still be remembered then.
+        stream(n.EVENTS, names.events_all, limits),
+        stream(n.DLQ, names.dlq_all, limits, max_age=30 * DAY, duplicate_window=None),
         # Payloads: one gzip body per content address; direct get for fast reads.
         api.StreamConfig(
             name=names.payload_stream,
             subjects=[names.payload_all],
-            retention=api.RetentionPolicy.LIMITS,
-            storage=file,
+            retention=limits,
+            storage=api.StorageType.FILE,
             max_msgs_per_subject=1,
             allow_direct=True,
             duplicate_window=120.0,

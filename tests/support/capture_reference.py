@@ -26,22 +26,7 @@ def capture(browser: str = "chromium") -> dict[str, str | None]:
         _, cert, key = make_ca(Path(tmp))
         with CaptureServer(cert, key) as server:
             url = f"https://localhost:{server.port}/"
-            subprocess.run(
-                [
-                    browser,
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--ignore-certificate-errors",
-                    f"--user-data-dir={tmp}/profile",
-                    "--no-first-run",
-                    "--dump-dom",
-                    url,
-                ],
-                capture_output=True,
-                timeout=120,
-                check=True,
-            )
+            _open(browser, url, f"{tmp}/profile")
             page = next(c for c in server.connections if c.requests)
             version = subprocess.run(
                 [browser, "--version"], capture_output=True, text=True, check=True
@@ -52,6 +37,27 @@ def capture(browser: str = "chromium") -> dict[str, str | None]:
                 "akamai": page.akamai,
                 **capture_http1(browser, tmp),
             }
+
+
+def _open(browser: str, url: str, profile: str) -> None:
+    """Load ``url`` in the headless browser (a fresh profile; certificate errors ignored: that
+    changes the checking of certificates, not the ClientHello)."""
+    subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--ignore-certificate-errors",
+            f"--user-data-dir={profile}",
+            "--no-first-run",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
 
 
 def capture_http1(browser: str, tmp: str) -> dict[str, list[str]]:
@@ -84,21 +90,7 @@ def capture_http1(browser: str, tmp: str) -> dict[str, list[str]]:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     url = f"http://127.0.0.2:{listener.getsockname()[1]}/"
-    subprocess.run(
-        [
-            browser,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            f"--user-data-dir={tmp}/h1",
-            "--no-first-run",
-            "--dump-dom",
-            url,
-        ],
-        capture_output=True,
-        timeout=120,
-        check=True,
-    )
+    _open(browser, url, f"{tmp}/h1")
     thread.join(10)
     listener.close()
     return {
