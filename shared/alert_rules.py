@@ -24,6 +24,9 @@ from shared.secrets import PREFIX, REF, foreign
 _AGO = re.compile(r"(\d+)\s*([smhd])")
 _UNIT = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
 
+MAX_THRESHOLD = Decimal(10) ** 12  # what the numeric column and any price stay under
+MAX_DEBOUNCE = 366 * 86400
+
 # (field of AlertRuleIn, what is wrong)
 Problem = tuple[str, str]
 
@@ -79,10 +82,12 @@ def problems(rule: AlertRuleIn) -> Iterator[Problem]:
             else:
                 if not value.is_finite() or value <= 0:
                     yield "threshold", f"threshold {rule.threshold!r} must be above 0"
+                elif value > MAX_THRESHOLD:
+                    yield "threshold", f"threshold {rule.threshold!r} is beyond any price"
     if not rule.webhook and not rule.apprise:
         yield "webhook", "give a webhook or an apprise URL to deliver to"
-    if rule.debounce_seconds < 0:
-        yield "debounce_seconds", "debounce must be 0 or more seconds"
+    if not 0 <= rule.debounce_seconds <= MAX_DEBOUNCE:
+        yield "debounce_seconds", "debounce must be 0 seconds to 366 days"
     for name in ("webhook", "secret", "apprise"):
         if bad := foreign(getattr(rule, name) or ""):
             yield name, f"${{{bad[0]}}}: only {PREFIX}* variables can be referenced"

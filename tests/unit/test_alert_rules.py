@@ -169,3 +169,31 @@ def test_a_webhook_whose_host_is_a_secret_is_checked_at_delivery_only() -> None:
     )
     with pytest.raises(ConfigError, match="private"):
         validate(in_path)
+
+
+async def test_the_notifier_fills_references_from_its_own_environment_only() -> None:
+    from types import SimpleNamespace
+
+    from services.notifier.service import Notifier
+    from shared.metrics import Metrics
+    from shared.secrets import MissingSecret, redact
+    from shared.settings import Settings
+
+    settings = Settings.from_env({"TRAWL_SECRET_HOOK": "hidden-path"})
+    rt = SimpleNamespace(pool=None, metrics=Metrics.disabled(), settings=settings)
+    notifier = Notifier(rt)  # type: ignore[arg-type]
+    rule = AlertRuleOut(
+        id=7,
+        source="s",
+        condition="change",
+        webhook="https://h.example/${TRAWL_SECRET_HOOK}",
+        secret="${TRAWL_SECRET_KEY}",  # not set: the alert cannot be signed
+    )
+    with pytest.raises(MissingSecret, match="TRAWL_SECRET_KEY is not set"):
+        await notifier.deliver(rule, price("10", "9"))
+    hidden = notifier._secrets_of(rule)
+    assert hidden == ["hidden-path"]
+    assert (
+        redact("POST https://h.example/hidden-path: 500", hidden)
+        == "POST https://h.example/***: 500"
+    )
