@@ -134,7 +134,8 @@ def _describe(r: dict[str, Any]) -> str:
     what = r["condition"] + (f" {r['threshold']}" if r.get("threshold") else "")
     scope = " ".join(f"{k}={r[k]}" for k in ("product_key", "variant_key", "gtin") if r.get(k))
     to = r.get("webhook") or r.get("apprise") or "?"
-    return f"{r['source']} {scope} {what} → {to}".replace("  ", " ")
+    origin = " (in the source file)" if r.get("origin") == "source" else ""
+    return f"{r['source']} {scope} {what} → {to}{origin}".replace("  ", " ")
 
 
 @command("changes")

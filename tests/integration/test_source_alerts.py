@@ -120,6 +120,14 @@ async def test_apply_reconciles_the_files_rules_and_leaves_the_clis_alone(
     assert KEY not in out + err  # refused without being repeated
     assert await rules() == second
 
+    # Listed with the others, marked, and never with a secret's value.
+    proc = await asyncio.create_subprocess_exec(
+        TRAWL, "alerts", "list", "shop", env=env, stdout=asyncio.subprocess.PIPE
+    )
+    listed, _ = await proc.communicate()
+    assert listed.decode().count("(in the source file)") == 2
+    assert KEY not in listed.decode() and HOOK_TOKEN not in listed.decode()
+
     # A file rule is the file's: the CLI may not remove it.
     proc = await asyncio.create_subprocess_exec(
         TRAWL, "alerts", "rm", str(named), env=env, stderr=asyncio.subprocess.PIPE
