@@ -131,7 +131,7 @@ def read_pickers(tree: LexborHTMLParser, group: Product, base: str) -> list[Prod
     candidates: list[tuple[str, list[_Option]]] = []
     for select in selects:
         options = [o for o in select.css("option") if not _placeholder(o)]
-        candidates.append(_group(select, options, _label_of(select, tree)))
+        candidates.append(_group(select, options, "", labelled=tree))
     for name, inputs in radios.items():
         candidates.append(_group(inputs[0], inputs, name, tree=tree))
     for parent, members in swatches.values():
@@ -209,14 +209,23 @@ def _group(
     *,
     swatches: bool = False,
     tree: LexborHTMLParser | None = None,
+    labelled: LexborHTMLParser | None = None,
 ) -> tuple[str, list[_Option]]:
-    """(dimension, options) of one picker; no options when it is not one."""
+    """(dimension, options) of one picker; no options when it is not one. ``labelled``: look
+    for the holder's ``<label for>`` (a select's) when its own attributes do not decide."""
+    if len(members) < 2:
+        return "", []
     attrs = holder.attributes
     own = " ".join(v for k, v in attrs.items() if v and k in _NAMING)
     words = _words(f"{name} {own} {_swatch_attr(members)}")
-    if len(members) < 2 or _NOT_PICKER.search(words):
+    if _NOT_PICKER.search(words):
         return "", []
     dimension = next((dim for rx, dim in _DIMENSIONS if rx.search(words)), None)
+    if dimension is None and labelled is not None and (label := _label_for(holder, labelled)):
+        words = _words(label)  # a tree query: only for the select its attributes leave open
+        if _NOT_PICKER.search(words):
+            return "", []
+        dimension = next((dim for rx, dim in _DIMENSIONS if rx.search(words)), None)
     # Options that carry data of their own. Swatches need a variant's data: a row of product
     # tiles carries skus too.
     hints = _VARIANT_HINTS if swatches else _DATA_HINTS
@@ -232,7 +241,6 @@ def _group(
         return "", []
     if sum(_URL_VALUE.match(m.attributes.get("value") or "") is not None for m in members) > 1:
         return "", []  # options that open sibling products' pages: products of their own
-        return "", []
     if all(_COUNTING.fullmatch(lb) for lb in labels) and (
         dimension is None or (dimension != "size" and _counts(labels))
     ):
@@ -248,11 +256,6 @@ def _swatch_attr(members: list[LexborNode]) -> str:
     """Swatches say their dimension by the attribute they carry (``data-size``)."""
     attrs = members[0].attributes if members else {}
     return " ".join(a for a in ("data-size", "data-color", "data-colour") if a in attrs)
-
-
-def _label_of(select: LexborNode, tree: LexborHTMLParser) -> str:
-    """The select's ``<label for>`` text, else its name."""
-    return _label_for(select, tree) or select.attributes.get("name") or ""
 
 
 def _label_for(node: LexborNode, tree: LexborHTMLParser | None) -> str:
