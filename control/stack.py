@@ -61,7 +61,7 @@ async def run_stack(
 
 async def _apply_demo_source(settings: Settings) -> None:
     """Ask the running shop for its own source definition and store it."""
-    from services.scheduler.catalog import save_source
+    from control.sources import apply_source
     from shared.db import open_pool
     from shared.sources import source_from_dict
 
@@ -79,7 +79,7 @@ async def _apply_demo_source(settings: Settings) -> None:
     source = source_from_dict(definition)
     pool = await open_pool(settings.database_url, min_size=1, max_size=1, attempts=5)
     async with pool, pool.acquire() as conn:
-        await save_source(conn, source)
+        await apply_source(conn, source)
 
 
 def _get_json(url: str) -> dict:

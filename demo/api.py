@@ -27,6 +27,7 @@ from urllib.parse import urlencode
 from demo.catalog import Catalog, Product
 
 OPTIONS = ("Standard", "Large", "Gift Set")
+ADDED_OPTION = "Deluxe"  # what an epoch adds to some products (``churn``)
 API_PATHS = frozenset({"/graphql", "/products.json", "/api/products", "/api/stuck", "/api/endless"})
 MAX_LIMIT = 250
 
@@ -51,8 +52,18 @@ def fault_key(path: str, method: str, query: str, body: bytes) -> str:
 # -- the data: options with prices and stock, derived from the catalog's epoch state -----------
 
 
-def _options(product: Product) -> list[str]:
-    return list(OPTIONS[: 1 + product.index % 3])
+def _options(product: Product, epoch: int = 0, churn: bool = False) -> list[str]:
+    """The product's options. With ``churn`` (the HTML shop's variants mode), each epoch after
+    the first adds an option to some products of two or more and takes the last one from some
+    of three (a quarter each, in turns), so a crawl meets new and vanished variants."""
+    names = list(OPTIONS[: 1 + product.index % 3])
+    if churn and epoch > 0 and len(names) > 1:
+        turn = (product.index // 3 + epoch) % 4
+        if turn == 0:
+            names.append(ADDED_OPTION)
+        elif turn == 2 and len(names) == 3:
+            names.pop()
+    return names
 
 
 def _on_sale(product: Product) -> bool:
@@ -63,14 +74,17 @@ def _money(value: Decimal) -> str:
     return f"{value.quantize(Decimal('0.01'))}"
 
 
-def variants(catalog: Catalog, product: Product, epoch: int) -> list[dict[str, Any]]:
+def variants(
+    catalog: Catalog, product: Product, epoch: int, *, churn: bool = False
+) -> list[dict[str, Any]]:
     """Each option: price (regular), sale price, stock; stock changes whenever the product's
-    state does (its ``changed`` epoch), and one option of every fifth product is sold out."""
+    state does (its ``changed`` epoch), and one option of every fifth product is sold out.
+    ``churn``: the options themselves change with the epochs (``_options``)."""
     state = catalog.state(epoch)
     base = Decimal(state.price[product.index])
     availability = state.availability[product.index]
     out = []
-    for i, option in enumerate(_options(product)):
+    for i, option in enumerate(_options(product, epoch, churn)):
         price = base + i * max(Decimal(1), (base * Decimal("0.2")).to_integral_value())
         seed = f"{product.sku}:{i}:{state.changed[product.index]}".encode()
         stock = 1 + int(hashlib.blake2b(seed, digest_size=2).hexdigest(), 16) % 20

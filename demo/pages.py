@@ -343,7 +343,7 @@ class Pages:
                 "url": url,
             },
         }
-        options = variants(self.catalog, p, epoch) if self.variants else []
+        options = variants(self.catalog, p, epoch, churn=True) if self.variants else []
         if len(options) > 1:
             ld = self._group(p, ld, options, availability)
             # The page shows what the cheapest option in stock costs (any option if none is).

@@ -221,7 +221,7 @@ class DemoShop:
         for p in self.catalog.products:
             if p.index not in state.listed:
                 continue
-            options = api.variants(self.catalog, p, self._epoch)
+            options = api.variants(self.catalog, p, self._epoch, churn=True)
             if len(options) < 2:
                 continue
             sold_out = "preorder" if state.availability[p.index] == "preorder" else "out_of_stock"

@@ -4,12 +4,12 @@ the diffs. Defined once here; a store returns them and every reader shows them a
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Generic, Literal, TypeVar
+from typing import Generic, TypeVar
 
 import msgspec
 
 from schemas.messages import Availability, Product, ProductChange
-from schemas.source import Source
+from schemas.source import AlertCondition, Source
 
 T = TypeVar("T")
 
@@ -236,7 +236,6 @@ class ChangePage(msgspec.Struct, kw_only=True):
 
 
 # -- alert rules (the notifier's) --------------------------------------------------------------
-AlertCondition = Literal["below", "drop", "change", "back_in_stock", "out_of_stock", "delisted"]
 
 
 class AlertRuleIn(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -272,6 +271,7 @@ class AlertRuleOut(msgspec.Struct, kw_only=True):
     secret: str = ""
     apprise: str | None = None
     allow_private: list[str] = []
+    origin: str | None = None  # "source": written in the source file (None: the CLI or API)
     created_at: datetime | None = None
 
 

@@ -169,6 +169,30 @@ class Tls(_Model, frozen=True):
     ca_file: str | None = None
 
 
+AlertCondition = Literal["below", "drop", "change", "back_in_stock", "out_of_stock", "delisted"]
+
+
+class AlertSpec(_Model, kw_only=True, frozen=True):
+    """An alert rule written in the source file: the fields of ``trawl alerts add``. Applying the
+    source makes the file's rules the source's file rules (``alert_rules.origin = 'source'``);
+    rules made by the CLI or the API are not touched."""
+
+    # Names the rule across applies: a named rule changed in the file is updated in place
+    # (its id and debounce history stay); an unnamed one is known by its content.
+    name: str | None = None
+    condition: AlertCondition
+    threshold: str | int | float | None = None  # below: a price; drop: a fall in % ("10%" or 10)
+    product: str | None = None  # a product key
+    variant: str | None = None  # a variant key
+    gtin: str | None = None
+    min_change: str | int | float = 0  # price conditions: the least change in % ("2%" or 2)
+    debounce: str | int = "1h"  # one alert per product per: "30m", "1h", "1d" or seconds
+    webhook: str | None = None  # may hold ${TRAWL_SECRET_*} references
+    secret: str | None = None  # the HMAC key, as a ${TRAWL_SECRET_*} reference only
+    apprise: str | None = None  # may hold ${TRAWL_SECRET_*} references
+    allow_private: list[str] = []  # networks the webhook may reach despite the SSRF guard
+
+
 class Source(_Model, frozen=True):
     name: str
     seeds: list[str] = []
@@ -197,6 +221,8 @@ class Source(_Model, frozen=True):
     images: bool = True
     # Load pages in a headless browser (JavaScript-built shops): ``true`` or the options.
     render: bool | Literal["auto"] | Render = False
+    # Alert rules kept with the source; applying the file reconciles them (see AlertSpec).
+    alerts: list[AlertSpec] = []
 
     def render_options(self) -> Render | None:
         """The render options, or None when pages are fetched plainly."""

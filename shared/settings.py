@@ -71,7 +71,8 @@ class Settings:
     db_pool_size: int = 10
     stream_replicas: int = 1
     health_listen: str = ""
-    # TRAWL_SECRET_* variables: values API request headers may reference (never sent in messages)
+    # TRAWL_SECRET_* variables: values API request headers and alert rules may reference (only
+    # the references are stored or sent in messages; shared.secrets)
     secrets: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod

@@ -30,6 +30,7 @@ import yaml
 
 from schemas.messages import Product
 from schemas.source import API_PRESETS, LinkRule, Source
+from shared.alert_rules import spec_problems
 from shared.errors import SourceError
 from shared.nesting import MAX_DEPTH, TooComplex, check_depth, check_yaml_graph
 from shared.schedule_spec import parse_schedule
@@ -555,6 +556,21 @@ def _check(s: Source) -> Iterator[_Problem]:
             parse_schedule(s.refresh.schedule)
         except ValueError as exc:
             yield _Problem(("refresh", "schedule"), str(exc))
+    yield from _alerts(s)
+
+
+def _alerts(s: Source) -> Iterator[_Problem]:
+    """Each rule as ``trawl alerts add`` would check it; names (and unnamed rules) unique,
+    since applying the file matches the stored rules by them."""
+    seen: dict[object, int] = {}
+    for i, spec in enumerate(s.alerts):
+        for name, message in spec_problems(s.name, spec):
+            yield _Problem(("alerts", i, name), message)
+        identity = spec.name if spec.name is not None else msgspec.json.encode(spec)
+        if identity in seen:
+            what = f"the name {_show(spec.name)}" if spec.name is not None else "the same rule"
+            yield _Problem(("alerts", i), f"{what} is already alerts[{seen[identity]}]")
+        seen.setdefault(identity, i)
 
 
 def _url(path: FieldPath, url: str, shown: str | None = None) -> Iterator[_Problem]:

@@ -1,7 +1,8 @@
 """Alert rules (issue 18): the notifier's ``alert_rules``, managed like the CLI's ``trawl alerts``.
 
 A rule's secret (the webhook's HMAC key) is shown once, in the answer to its creation; the
-listing, which the read token may see, leaves it out.
+listing, which the read token may see, leaves it out. Rules written in a source file
+(``origin: "source"``) are listed too, and changed only by applying the file again.
 """
 
 from __future__ import annotations
@@ -37,8 +38,12 @@ async def create_rule(request: web.Request) -> web.Response:
 async def delete_rule(request: web.Request) -> web.Response:
     rule_id = path_id(request, "rule_id")
     async with pool_of(request).acquire() as conn:
-        if not await store.delete_rule(conn, rule_id):
-            raise Problem(404, "Not Found", f"no alert rule {rule_id}")
+        try:
+            deleted = await store.delete_rule(conn, rule_id)
+        except ConfigError as exc:  # a source file's rule: the file says what it is
+            raise Problem(409, "Conflict", str(exc)) from None
+    if not deleted:
+        raise Problem(404, "Not Found", f"no alert rule {rule_id}")
     return respond(None)
 
 
@@ -70,6 +75,6 @@ ROUTES = [
         "Delete an alert rule",
         "alerts",
         params=(Param("rule_id", ID, "rule id", True, "path"),),
-        errors=(404,),
+        errors=(404, 409),
     ),
 ]

@@ -9,9 +9,10 @@ from aiohttp import web
 
 from control.api.problems import Problem
 from control.api.routes import Param, Route, pool_of, respond
+from control.sources import apply_source, remove_source
 from schemas.read import SourceOut
 from schemas.source import Source
-from services.scheduler.catalog import delete_source, get_source, list_sources, save_source
+from services.scheduler.catalog import get_source, list_sources
 from services.scheduler.operations import NotFound
 from shared.errors import SourceError
 from shared.nesting import MAX_DEPTH
@@ -55,7 +56,7 @@ async def _definition(request: web.Request) -> dict[str, Any]:
 async def _save(request: web.Request, data: dict[str, Any]) -> web.Response:
     source = source_from_dict(data)  # SourceError → 422 with every problem listed
     async with pool_of(request).acquire() as conn:
-        created = await save_source(conn, source)
+        created = (await apply_source(conn, source)).created
         saved = await get_source(conn, source.name, with_running_job=False)
     return respond(saved, 201 if created else 200)
 
@@ -77,7 +78,7 @@ async def delete(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     async with pool_of(request).acquire() as conn:
         # As `trawl source delete`: its schedules go with it; a source with jobs is a 409.
-        deleted = await delete_source(conn, name)
+        deleted = await remove_source(conn, name)
     if not deleted:
         raise NotFound(f"source {name!r} not found")
     return respond(None)

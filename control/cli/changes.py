@@ -13,6 +13,7 @@ import msgspec
 from control.cli import add_command, command, emit
 from schemas.messages import CHANGE_KINDS
 from schemas.read import AlertCondition, AlertRuleIn
+from shared.alert_rules import percent, seconds
 from shared.errors import ConfigError
 from shared.settings import Settings
 
@@ -69,23 +70,6 @@ def since(raw: str | None, now: datetime | None = None) -> datetime | None:
     except ValueError:
         raise ConfigError(f"--since: expected a time or an age like 12h, got {raw!r}") from None
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-
-
-def percent(raw: str, flag: str) -> float:
-    """``10%`` or ``10``: a percentage."""
-    try:
-        value = float(raw.strip().removesuffix("%"))
-    except ValueError:
-        raise ConfigError(f"{flag}: expected a percentage like 10%, got {raw!r}") from None
-    if not 0 <= value <= 100:
-        raise ConfigError(f"{flag}: {raw} is not between 0% and 100%")
-    return value
-
-
-def seconds(raw: str, flag: str) -> int:
-    if m := _AGO.fullmatch(raw.strip()):
-        return int(timedelta(**{_UNIT[m[2]]: int(m[1])}).total_seconds())
-    raise ConfigError(f"{flag}: expected a duration like 30m, 1h or 1d, got {raw!r}")
 
 
 def rule_from_args(args: argparse.Namespace) -> AlertRuleIn:
@@ -150,7 +134,8 @@ def _describe(r: dict[str, Any]) -> str:
     what = r["condition"] + (f" {r['threshold']}" if r.get("threshold") else "")
     scope = " ".join(f"{k}={r[k]}" for k in ("product_key", "variant_key", "gtin") if r.get(k))
     to = r.get("webhook") or r.get("apprise") or "?"
-    return f"{r['source']} {scope} {what} → {to}".replace("  ", " ")
+    origin = " (in the source file)" if r.get("origin") == "source" else ""
+    return f"{r['source']} {scope} {what} → {to}{origin}".replace("  ", " ")
 
 
 @command("changes")

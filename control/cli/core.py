@@ -87,7 +87,8 @@ async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 @command("source")
 async def cmd_source(args: argparse.Namespace, settings: Settings) -> int:
-    from services.scheduler.catalog import list_sources, save_source
+    from control.sources import apply_source
+    from services.scheduler.catalog import list_sources
     from shared.db import open_pool
     from shared.sources import load_source_file
 
@@ -108,11 +109,17 @@ async def cmd_source(args: argparse.Namespace, settings: Settings) -> int:
         await migrate(settings.database_url)
         pool = await open_pool(settings.database_url, min_size=1, max_size=1, attempts=3)
         async with pool, pool.acquire() as conn:
-            created = await save_source(conn, source)
+            applied = await apply_source(conn, source)
+        rules = applied.alerts
+        counts = {k: len(getattr(rules, k)) for k in ("added", "updated", "removed", "kept")}
+        done = "created" if applied.created else "updated"
+        said = ", ".join(f"{n} {k}" for k, n in counts.items() if n and k != "kept")
         emit(
             args,
-            {"name": source.name, "created": created},
-            lambda: print(f"source {source.name} {'created' if created else 'updated'}"),
+            {"name": source.name, "created": applied.created, "alerts": counts},
+            lambda: print(
+                f"source {source.name} {done}" + (f"; alert rules: {said}" if said else "")
+            ),
         )
         return 0
     pool = await open_pool(settings.database_url, min_size=1, max_size=1, attempts=3)
@@ -136,7 +143,7 @@ async def cmd_source(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _source_by_name(args: argparse.Namespace, settings: Settings) -> int:
-    from services.scheduler.catalog import delete_source
+    from control.sources import remove_source
     from services.scheduler.operations import Conflict
     from services.scheduler.store import sources as source_records
     from shared.db import open_pool
@@ -151,7 +158,7 @@ async def _source_by_name(args: argparse.Namespace, settings: Settings) -> int:
             emit(args, definition, lambda: print(json.dumps(definition, indent=2)))
             return 0
         try:
-            deleted = await delete_source(conn, args.name)
+            deleted = await remove_source(conn, args.name)
         except Conflict as exc:
             print(f"trawl: {exc}", file=sys.stderr)
             return 1

@@ -29,8 +29,6 @@ from services.fetcher.identity import (
 from services.fetcher.pacing import HostGuard, InFlight, jittered, wait_until
 from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.robots import RobotsCache
-from services.fetcher.secrets import MissingSecret
-from services.fetcher.secrets import expand as expand_secrets
 from services.fetcher.sessions import Sessions
 from shared.bus import Unpublishable, send
 from shared.channels import FETCH_RESULTS, FETCH_WORK
@@ -45,6 +43,8 @@ from shared.guard import (
 )
 from shared.metrics import Metrics
 from shared.payloads import JetStreamPayloadStore
+from shared.secrets import MissingSecret
+from shared.secrets import expand as expand_secrets
 from shared.service import Runtime
 from shared.wire import clean, clean_or_none, exact
 

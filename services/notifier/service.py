@@ -28,6 +28,7 @@ from shared.consumer import Delivery
 from shared.errors import Poison, Retry
 from shared.guard import UnsafeURL
 from shared.metrics import Metrics
+from shared.secrets import MissingSecret, expand, redact, references
 from shared.service import DbRuntime
 
 log = logging.getLogger("trawl.notifier")
@@ -95,14 +96,17 @@ class Notifier:
             if fate == "sent":
                 self.counts.already_sent.add()
                 continue
+            hidden = self._secrets_of(rule)
             try:
                 await self.deliver(rule, event)
-            except (UnsafeURL, Poison) as exc:  # no retry helps; the other rules still go
-                refused.append(f"rule {rule.id}: {exc}")
-                await self._failed(rule, event, f"refused: {exc}", final=True)
+            except (UnsafeURL, MissingSecret, Poison) as exc:  # no retry helps; others still go
+                reason = redact(str(exc), hidden)
+                refused.append(f"rule {rule.id}: {reason}")
+                await self._failed(rule, event, f"refused: {reason}", final=True)
             except DeliveryFailed as exc:
-                failed.append(f"rule {rule.id}: {exc}")
-                await self._failed(rule, event, str(exc), final=last)
+                reason = redact(str(exc), hidden)
+                failed.append(f"rule {rule.id}: {reason}")
+                await self._failed(rule, event, reason, final=last)
             else:
                 async with self.pool.acquire() as conn:
                     await store.delivered(conn, rule.id, event.id)
@@ -136,18 +140,26 @@ class Notifier:
             extra={"action": "alert_failed", "rule": rule.id, "event": event.id, "error": error},
         )
 
+    def _secrets_of(self, rule: AlertRuleOut) -> list[str]:
+        """The values of the secrets the rule references: never in an error or a log."""
+        names = [n for v in (rule.webhook, rule.secret, rule.apprise) if v for n in references(v)]
+        return [self.rt.settings.secrets[n] for n in names if n in self.rt.settings.secrets]
+
     async def deliver(self, rule: AlertRuleOut, event: ProductChange) -> None:
+        """Send one alert; ``${TRAWL_SECRET_*}`` references in the rule are filled in from
+        this notifier's environment (``MissingSecret`` when one is not set)."""
+        secrets = self.rt.settings.secrets
         body = self._encode(event)
         if rule.webhook:
             await post(
-                rule.webhook,
+                expand(rule.webhook, secrets),
                 body,
-                secret=rule.secret,
+                secret=expand(rule.secret, secrets),
                 delivery=f"{rule.id}.{event.id}",
                 allow_private=list(rule.allow_private),
             )
         if rule.apprise:
-            await _apprise(rule.apprise, event, body)
+            await _apprise(expand(rule.apprise, secrets), event, body)
 
 
 async def _apprise(url: str, event: ProductChange, body: bytes) -> None:
@@ -160,7 +172,7 @@ async def _apprise(url: str, event: ProductChange, body: bytes) -> None:
         ) from None
     notifier = apprise.Apprise()
     if not notifier.add(url):
-        raise Poison(f"apprise does not understand {url!r}")
+        raise Poison(f"apprise does not understand the URL of {event.source}'s rule")
     title = f"{event.source}: {event.kind.replace('_', ' ')} {event.key} {event.variant}".strip()
     if not await notifier.async_notify(body=body.decode(), title=title):
         raise DeliveryFailed("apprise could not notify")

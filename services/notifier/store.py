@@ -6,6 +6,7 @@ here; the service claims and records deliveries. Every function takes a connecti
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,13 +19,14 @@ import msgspec
 from asyncpg.pool import PoolConnectionProxy
 
 from schemas.read import AlertRuleIn, AlertRuleOut
+from shared.errors import ConfigError
 from shared.sql import Queries
 
 Conn: TypeAlias = "asyncpg.Connection | PoolConnectionProxy"
 
 _RULE_OUT = (
     "id, source, condition, threshold::text AS threshold, product_key, variant_key, gtin, "
-    "min_change, debounce_seconds, webhook, secret, apprise, allow_private, created_at"
+    "min_change, debounce_seconds, webhook, secret, apprise, allow_private, origin, created_at"
 )
 _Q: dict[str, str] = {
     name: sql.replace("{rule_out}", _RULE_OUT)
@@ -67,7 +69,87 @@ async def list_rules(conn: Conn, source: str | None = None) -> list[AlertRuleOut
 
 
 async def delete_rule(conn: Conn, rule_id: int) -> bool:
-    return await conn.fetchval(_Q["delete_rule"], rule_id) is not None
+    """Delete a rule made by the CLI or the API; ``ConfigError`` for a source file's rule
+    (the next apply would bring it back: remove it from the file)."""
+    if await conn.fetchval(_Q["delete_rule"], rule_id) is not None:
+        return True
+    origin = await conn.fetchval(_Q["rule_origin"], rule_id)
+    if origin is not None:
+        raise ConfigError(f"alert rule {rule_id} comes from the {origin} file: remove it there")
+    return False
+
+
+@dataclass(frozen=True)
+class FileRules:
+    """What applying a source file did to its rules (ids)."""
+
+    added: list[int]
+    updated: list[int]
+    removed: list[int]
+    kept: list[int]
+
+
+def file_key(name: str | None, rule: AlertRuleIn) -> str:
+    """A file rule's identity across applies: its name, else its content."""
+    if name is not None:
+        return f"name:{name}"
+    return "spec:" + hashlib.md5(msgspec.json.encode(rule), usedforsecurity=False).hexdigest()
+
+
+def _fields(rule: AlertRuleIn) -> tuple[object, ...]:
+    threshold = None if rule.threshold is None else str(Decimal(rule.threshold))
+    return (
+        rule.product_key,
+        rule.variant_key,
+        rule.gtin,
+        rule.condition,
+        threshold,
+        rule.min_change,
+        rule.debounce_seconds,
+        rule.webhook,
+    )
+
+
+async def sync_file_rules(
+    conn: Conn, source: str, rules: list[tuple[str | None, AlertRuleIn]]
+) -> FileRules:
+    """Make ``rules`` (name or None, rule; checked already) the source file's rules of
+    ``source``, in one transaction: new ones added, named ones changed updated in place, the
+    rest of the source's file rules removed. Rules of the CLI and the API are not touched."""
+    async with conn.transaction():
+        await conn.execute(_Q["lock_file_rules"], source)
+        stored = {r["file_key"]: r["id"] for r in await conn.fetch(_Q["file_rules"], source)}
+        done = FileRules([], [], [], [])
+        keys = []
+        for name, rule in rules:
+            key = file_key(name, rule)
+            keys.append(key)
+            if key not in stored:
+                rule_id = await conn.fetchval(
+                    _Q["add_file_rule"],
+                    source,
+                    *_fields(rule),
+                    rule.secret or secrets.token_hex(32),
+                    rule.apprise,
+                    list(rule.allow_private),
+                    key,
+                )
+                done.added.append(rule_id)
+                continue
+            changed = await conn.fetchval(
+                _Q["update_file_rule"],
+                stored[key],
+                *_fields(rule),
+                secrets.token_hex(32),
+                rule.secret,
+                rule.apprise,
+                list(rule.allow_private),
+            )
+            (done.kept if changed is None else done.updated).append(stored[key])
+        done.removed.extend(
+            r["id"] for r in await conn.fetch(_Q["delete_file_rules"], source, keys)
+        )
+    return done
 
 
 async def rules_for(

@@ -18,8 +18,9 @@ import time
 
 import aiohttp
 
+from shared.alert_rules import check_webhook
 from shared.errors import TrawlError
-from shared.guard import Allowlist, GuardedResolver, UnsafeURL, check_target, unsafe_cause
+from shared.guard import Allowlist, GuardedResolver, unsafe_cause
 
 TIMEOUT = aiohttp.ClientTimeout(total=15.0)
 USER_AGENT = "trawl-notifier"
@@ -41,13 +42,6 @@ def verify(secret: str, headers: dict[str, str], body: bytes, *, tolerance: floa
         return False
     expected = signature(secret, timestamp, body)
     return hmac.compare_digest(expected, headers.get("Trawl-Signature", ""))
-
-
-def check_webhook(url: str, allow_private: list[str]) -> None:
-    """Refuse a webhook target before it is stored or called (raises ``UnsafeURL``)."""
-    parsed = check_target(url, Allowlist.from_policy(allow_private))
-    if parsed.scheme != "https" and not allow_private:
-        raise UnsafeURL("a webhook must be https (plain http only to a network it allows)")
 
 
 async def post(

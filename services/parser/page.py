@@ -32,6 +32,7 @@ from services.parser.links import Rules, extract_links
 from services.parser.listing import reached_as_listing
 from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
+from services.parser.pickers import read_pickers
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, node_urls, select_main
 from services.parser.variants import expand as expand_variants
@@ -240,12 +241,15 @@ def _product(
         base=base,
         checked=checked,
     )
-    if product is None or structured is None:
-        return product, []
-    node, index = structured
-    return product, _guard(
-        "variants", url, lambda: expand_variants(node, index, product, base)
-    ) or []
+    if product is None:
+        return None, []
+    variants: list[Product] | None = None
+    if structured is not None:
+        node, index = structured
+        variants = _guard("variants", url, lambda: expand_variants(node, index, product, base))
+    if not variants:  # no structured variants: the page's visible picker may show them
+        variants = _guard("pickers", url, lambda: read_pickers(tree, product, base))
+    return product, variants or []
 
 
 def _page_title(tree: LexborHTMLParser) -> str | None:

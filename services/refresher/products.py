@@ -178,7 +178,11 @@ async def _apply(conn: store.Conn, results: Sequence[Result], *, replay: bool) -
         first = seen[0].key if seen else None
         a = r.attempt
         unsure = a.url if len(seen) < len(all_seen) else None
-        records.append((a.id, a.job_id, a.source, first, a.url if r.not_modified else None, unsure))
+        # A 304 re-parsed from the stored payload says what its page shows; only a bare one
+        # (nothing re-parsed) stands for every product at its URL. Otherwise a variant gone
+        # from an unchanged page would count as seen through the URL it shares.
+        bare_304 = a.url if r.not_modified and not all_seen else None
+        records.append((a.id, a.job_id, a.source, first, bare_304, unsure))
         for i in range(1, len(seen)):
             records.append((f"{a.id}#{i}", a.job_id, a.source, seen[i].key, None, None))
     new_ids = await store.record_results(conn, records)

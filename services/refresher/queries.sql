@@ -121,8 +121,11 @@ INSERT INTO miss_counts (job_id, source, counted) VALUES ($1, $2, false)
 ON CONFLICT DO NOTHING RETURNING 1
 
 -- name: seen_keys
--- Every product a job saw: its applied results, the products of its 304 pages, and the
--- products of pages a sitemap's lastmod showed unchanged (admitted done, never fetched).
+-- Every product a job saw: its applied results (a 304 re-parsed from the stored payload names
+-- what its page shows), the products at the URL of a 304 nothing could be re-parsed from, and
+-- the products of pages a sitemap's lastmod showed unchanged (admitted done, never fetched,
+-- so no parse result). By URL only where no parse speaks: a variant gone from an unchanged
+-- page shares the page's URL but is not on it.
 SELECT product_key AS key FROM applied_results WHERE job_id = $1 AND product_key IS NOT NULL
 UNION
 SELECT p.key FROM products p JOIN applied_results a
@@ -132,6 +135,7 @@ UNION
 SELECT p.key FROM products p JOIN frontier_job_pages e
   ON e.job_id = $1 AND e.state = 'done' AND e.last_outcome = 'not_modified' AND e.url = p.url
 WHERE p.source = $2
+  AND NOT EXISTS (SELECT 1 FROM applied_results r WHERE r.attempt_id = e.attempt_id)
 
 -- name: mark_seen
 -- Seen is seen; the per-sighting upsert skips unchanged rows, so their last-seen mark is set here.

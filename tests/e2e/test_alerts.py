@@ -2,7 +2,8 @@
 by the notifier process to a webhook receiver on loopback.
 
 - a drop rule fires once per product that fell by 10 % or more, each webhook signed, and a rule
-  for one product fires exactly once;
+  for one product, written in the source file with its key a ``${TRAWL_SECRET_*}`` reference,
+  fires exactly once, signed with the key the notifier's environment holds;
 - a webhook the SSRF guard refuses at delivery (a name resolving to loopback) is dead-lettered
   with its reason, never called;
 - a delivery worker SIGKILLed while a webhook is in flight loses no alert, and sends again only
@@ -26,6 +27,7 @@ import pytest
 from aiohttp import web
 
 from control.client import TrawlClient
+from control.sources import apply_source
 from demo.shop import DemoShop
 from schemas.messages import ProductChange
 from schemas.read import AlertRuleIn
@@ -100,6 +102,15 @@ async def _rule(pool, **kw) -> tuple[int, str]:
     return out.id, out.secret
 
 
+async def _file_rule(pool, shop: DemoShop, **rule) -> int:
+    """Apply the shop's source with one rule in its ``alerts:``; the rule's id."""
+    definition = dict(shop.source_definition("demo-shop"), alerts=[rule])
+    async with pool.acquire() as conn:
+        applied = await apply_source(conn, source_from_dict(definition))
+    [rule_id] = applied.alerts.added
+    return rule_id
+
+
 async def _sent(pool) -> int:
     async with pool.acquire() as conn:
         return await conn.fetchval("SELECT count(*) FROM alert_deliveries WHERE status = 'sent'")
@@ -117,6 +128,10 @@ def _drops(before: dict, after: dict, percent: int) -> set[str]:
 async def test_drop_rule_fires_once_signed_and_unsafe_targets_dead_letter(
     env, settings, pool, nc, tmp_path: Path
 ) -> None:
+    # The narrow rule is written in the source file, its HMAC key a reference to the
+    # notifier's environment: only the reference is stored.
+    file_key = "file-rule-hmac-key"
+    env = dict(env, TRAWL_SECRET_HOOK_KEY=file_key)
     async with (
         DemoShop(hosts=("127.0.0.2",), port=0, products=80) as shop,  # two drops of 10 %+
         receiver() as hook,
@@ -133,12 +148,14 @@ async def test_drop_rule_fires_once_signed_and_unsafe_targets_dead_letter(
             wide, secret = await _rule(
                 pool, condition="drop", threshold="10", webhook=hook.url, allow_private=LOOPBACK
             )
-            narrow, narrow_secret = await _rule(
+            narrow = await _file_rule(
                 pool,
+                shop,
                 condition="drop",
-                threshold="10",
-                product_key=one,
+                threshold="10%",
+                product=one,
                 webhook=hook.url,
+                secret="${TRAWL_SECRET_HOOK_KEY}",
                 allow_private=LOOPBACK,
             )
             # A name, not an IP: it passes the check at creation and is refused at delivery.
@@ -156,7 +173,7 @@ async def test_drop_rule_fires_once_signed_and_unsafe_targets_dead_letter(
             assert all("localhost" in letter.reason for letter, _ in letters), letters
             assert all("loopback" in letter.reason for letter, _ in letters), letters
 
-        secrets_by_rule = {str(wide): secret, str(narrow): narrow_secret}
+        secrets_by_rule = {str(wide): secret, str(narrow): file_key}
         by_rule: Counter[str] = Counter()
         keys: list[str] = []
         for headers, body in hook.calls:

@@ -31,6 +31,9 @@ def expected(before: dict[str, dict], after: dict[str, dict]) -> Counter[tuple[s
     for key in set(before) - set(after):
         want[(key, "delisted")] += 1
     for key, now in after.items():
+        if key not in before:  # a variant the epoch added
+            want[(key, "new")] += 1
+            continue
         was = before[key]
         if now["price"] != was["price"]:
             want[(key, "price_changed")] += 1
@@ -117,22 +120,25 @@ async def test_change_events_once_each(env, settings, pool, nc, tmp_path: Path):
 
 
 async def test_variants_have_their_own_rows_history_and_events(env, settings, pool, tmp_path):
+    """Across an epoch that changes variants' prices and stock, adds a variant to some products
+    and takes one from others: each variant has its own row and history, and the right events
+    once each; a vanished variant is delisted only when its misses reach the threshold."""
     async with DemoShop(hosts=("127.0.0.2",), port=0, products=30, variants=True) as shop:
         async with pool.acquire() as conn:
             definition = shop.source_definition("demo-shop")
-            definition["refresh"] = {"miss_threshold": 1}  # a variant gone once is delisted
+            definition["refresh"] = {"miss_threshold": 2}  # gone twice: delisted
             await save_source(conn, source_from_dict(definition))
         before = {v["key"]: v for v in shop.variant_truth()}
         async with Stack(env, tmp_path / "logs") as stack, TrawlClient(settings) as client:
             jobs = []
-            for epoch, kind in ((0, "discovery"), (1, "refresh")):
+            for epoch, kind in ((0, "discovery"), (1, "refresh"), (1, "refresh")):
                 shop.set_epoch(epoch)
                 reply = await client.trigger("demo-shop", kind=kind)
                 assert reply.error is None, reply.error
                 summary = await client.wait(reply.job_id, timeout=120)
                 assert summary["status"] == "completed" and "refresh" in summary, stack.logs()
                 jobs.append(reply.job_id)
-                if epoch == 0:
+                if len(jobs) == 1:
                     rows = {p["key"]: p for p in await client.products("demo-shop")}
                     got = {k: (p["price"], p["availability"]) for k, p in rows.items()}
                     assert {k: got.get(k) for k in before} == {
@@ -148,6 +154,10 @@ async def test_variants_have_their_own_rows_history_and_events(env, settings, po
                                 float(v["price"]) for v in available
                             )
             after = {v["key"]: v for v in shop.variant_truth()}
+            added = set(after) - set(before)
+            listed = {v["variant_of"] for v in after.values()}
+            vanished = {k for k in set(before) - set(after) if before[k]["variant_of"] in listed}
+            assert added and vanished, "the epoch added or removed no variant of a listed product"
             rows = {p["key"]: p for p in await client.products("demo-shop")}
             for key, v in after.items():
                 assert rows[key]["variant_of"] == v["variant_of"]
@@ -155,6 +165,9 @@ async def test_variants_have_their_own_rows_history_and_events(env, settings, po
                     v["price"],
                     v["availability"],
                 ), key
+            for key in vanished:  # its product page was seen twice without it
+                assert rows[key]["delisted_at"] is not None, key
+                assert rows[key]["consecutive_misses"] == 2, key
             # Each variant's own history: a second snapshot where it changed, none where not.
             changed = {
                 k
@@ -171,11 +184,21 @@ async def test_variants_have_their_own_rows_history_and_events(env, settings, po
                     )
                 )
                 events = await conn.fetch(
-                    "SELECT key, variant, kind FROM product_events WHERE job_id = $1 "
-                    "AND variant <> ''",
-                    jobs[1],
+                    "SELECT key, variant, kind, job_id FROM product_events WHERE variant <> ''"
                 )
             assert {k for k in after if counts.get(k) == 2} == changed
+            assert all(counts.get(k) == 1 for k in added)  # a new variant starts its own history
             want = expected(before, after)
-            assert Counter((e["variant"], e["kind"]) for e in events) == want
-            assert all(e["key"] == before[e["variant"]]["variant_of"] for e in events)
+            delisted = Counter({k: n for k, n in want.items() if k[1] == "delisted"})
+            # The second crawl sees the changes and the new variants; the vanished ones count a
+            # miss. The third sees nothing new: only the delistings, at the threshold.
+            by_job = [
+                Counter((e["variant"], e["kind"]) for e in events if e["job_id"] == j) for j in jobs
+            ]
+            assert by_job[1] == want - delisted
+            assert by_job[2] == delisted
+            assert Counter(kind for _, kind in by_job[0].elements()) == {"new": len(before)}
+            assert all(
+                e["key"] == (before.get(e["variant"]) or after[e["variant"]])["variant_of"]
+                for e in events
+            )

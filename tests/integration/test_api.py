@@ -441,6 +441,28 @@ async def test_alert_rules_crud_and_refusals(api: Api) -> None:
     assert status == 404
 
 
+async def test_a_sources_alerts_are_its_file_rules(api: Api) -> None:
+    rule = {"name": "cheaper", "condition": "drop", "threshold": "10%",
+            "webhook": "https://h.example/x", "secret": "${TRAWL_SECRET_HOOK}"}  # fmt: skip
+    status, _, _ = await api.call("POST", "/api/sources", json={**SOURCE, "alerts": [rule]})
+    assert status == 201
+    status, rules, _ = await api.call("GET", "/api/alerts?source=shop", token=READ)
+    [made] = rules
+    assert made["origin"] == "source" and made["threshold"] == "10.0"
+    status, problem, _ = await api.call("DELETE", f"/api/alerts/{made['id']}")
+    assert status == 409 and "source file" in problem["detail"]
+    literal = {**rule, "secret": "k3y-value"}
+    status, problem, _ = await api.call(
+        "PUT", "/api/sources/shop", json={**SOURCE, "alerts": [literal]}
+    )
+    assert status == 422 and "alerts[0].secret" in problem["detail"]
+    assert "k3y-value" not in problem["detail"]
+    status, _, _ = await api.call("PUT", "/api/sources/shop", json=SOURCE)
+    assert status == 200
+    status, rules, _ = await api.call("GET", "/api/alerts?source=shop", token=READ)
+    assert rules == []
+
+
 # -- proxies ------------------------------------------------------------------------------------
 async def test_proxies_never_show_credentials(api: Api) -> None:
     status, body, _ = await api.call("POST", "/api/proxies", json={"url": "ftp://u:secret@h:1"})

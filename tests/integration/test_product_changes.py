@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.messages import ProductState
+from schemas.messages import ParseResult, Product, ProductState
 from services.refresher import store
 from services.refresher.changes import delisting, detect
 from services.refresher.products import apply_results
@@ -116,3 +116,21 @@ def test_detect(before, after, kinds) -> None:
         return None if t is None else ProductState(price=t[0], sale_price=t[1], availability=t[2])
 
     assert [k for k, _, _ in detect(st(before), st(after))] == kinds
+
+
+async def test_a_reparsed_304_sees_what_its_page_shows_not_every_row_at_its_url(pool) -> None:
+    """A variant gone from a page that then answers 304 shares the page's URL, but the
+    re-parse of the stored page does not show it: not seen. A 304 nothing was re-parsed from
+    still stands for every row at its URL."""
+
+    def variant(sku: str) -> Product:
+        return Product(key=f"A#{sku}", sku=sku, price="10.00", url="https://s/p/A", variant_of="A")
+
+    async with pool.acquire() as conn:
+        await _jobs(conn, 1, 2, 3)
+        await apply_results(conn, [result("1.1", 1, products=[variant("1"), variant("2")])])
+        await apply_results(conn, [result("2.1", 2, products=[variant("1")], not_modified=True)])
+        assert set(await store.seen_keys(conn, 2, "s")) == {"A", "A#1"}
+        bare = ParseResult(attempt=result("3.1", 3).attempt, not_modified=True)
+        await apply_results(conn, [bare])
+        assert set(await store.seen_keys(conn, 3, "s")) == {"A", "A#1", "A#2"}

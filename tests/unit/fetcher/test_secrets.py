@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.fetcher.secrets import MissingSecret, expand
+from shared.secrets import MissingSecret, expand
 from shared.settings import Settings
 
 

@@ -5,7 +5,9 @@ Each ``corpus/<name>.html`` (raw bytes, any encoding) has a ``<name>.json``: the
 expected ``product`` (fields not listed are null; ``null`` = not a product page; its
 ``found_by``, when listed, is checked too), optional ``min_confidence``/``max_confidence``
 and ``attributes`` the product must carry and, for listings, the expected ``pagination`` and
-``product`` link sets. Run with ``-s`` to see the per-field scores.
+``product`` link sets, and optional ``variants``: the product's variant rows (key, sku, price,
+sale price, availability, attributes), checked exactly when given (``[]``: none). Run with
+``-s`` to see the per-field scores.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ FIELDS = tuple(
     f for f in Product.__struct_fields__ if f not in ("prices", "attributes", *PROVENANCE)
 )
 CASES = sorted(p.stem for p in CORPUS.glob("*.json"))
+VARIANT_FIELDS = ("key", "sku", "price", "sale_price", "availability", "attributes")
 
 
 @dataclass
@@ -132,3 +135,12 @@ def test_corpus_page(case: str) -> None:
         for kind in ("pagination", "product"):
             have = {link.url for link in parsed.links if link.kind == kind}
             assert have == set(spec["links"].get(kind, [])), kind
+    if "variants" in spec:
+        got_variants = [
+            {k: v for k, v in msgspec.to_builtins(p).items() if k in VARIANT_FIELDS}
+            for p in parsed.variants
+        ]
+        want_variants = [{k: w.get(k, {} if k == "attributes" else None) for k in VARIANT_FIELDS}
+                         for w in spec["variants"]]  # fmt: skip
+        assert got_variants == want_variants
+        assert all(p.variant_of == parsed.product.key for p in parsed.variants)  # type: ignore[union-attr]

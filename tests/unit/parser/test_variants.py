@@ -111,3 +111,32 @@ def test_microdata_product_group() -> None:
         ("TS1#TS1-40", {"size": "40"}, "in_stock"),
         ("TS1#TS1-41", {"size": "41"}, "out_of_stock"),
     ]
+
+
+def _with_picker(ld: dict) -> bytes:
+    picker = (
+        '<select name="size"><option value="">Choose</option>'
+        '<option data-sku="P-S">S</option><option data-sku="P-M" disabled>M - sold out</option>'
+        "</select>"
+    )
+    return _page(ld).replace(b"</h1>", b"</h1>" + picker.encode())
+
+
+def test_a_visible_picker_counts_only_without_structured_variants() -> None:
+    group = {
+        "@context": "https://schema.org",
+        "@type": "ProductGroup",
+        "productGroupID": "TS1",
+        "name": "Trail Shoe",
+        "hasVariant": [
+            {"@type": "Product", "sku": "TS1-40", "size": "40", "offers": _offer("89.00", IN)},
+            {"@type": "Product", "sku": "TS1-41", "size": "41", "offers": _offer("79.00", OUT)},
+        ],
+    }
+    assert [p.key for p in _parse(_with_picker(group)).products] == ["TS1#TS1-40", "TS1#TS1-41"]
+    single = {"@type": "Product", "sku": "P", "name": "Trail Shoe", "offers": _offer("20.00", IN)}
+    rows = _parse(_with_picker(single)).products
+    assert [(p.key, p.sku, p.price, p.availability, p.attributes, p.variant_of) for p in rows] == [
+        ("P#P-S", "P-S", "20.00", "in_stock", {"size": "S"}, "P"),
+        ("P#P-M", "P-M", "20.00", "out_of_stock", {"size": "M"}, "P"),
+    ]
