@@ -305,21 +305,20 @@ ORDER BY id LIMIT $2
 FOR UPDATE SKIP LOCKED
 
 -- name: list_events
--- `trawl changes` and /api/changes: a source's events (all sources when NULL) after a cursor
--- (an event id), since a time, of some kinds, in id order.
-SELECT {product_event} FROM product_events
-WHERE ($1::text IS NULL OR source = $1) AND id > $2
-  AND ($3::timestamptz IS NULL OR at >= $3)
-  AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
-ORDER BY id LIMIT $5
-
--- name: list_events_newest
--- The dashboard's feed: the same events newest first, before a cursor (0: from the newest).
-SELECT {product_event} FROM product_events
-WHERE ($1::text IS NULL OR source = $1) AND ($2::bigint = 0 OR id < $2)
-  AND ($3::timestamptz IS NULL OR at >= $3)
-  AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
-ORDER BY id DESC LIMIT $5
+-- `trawl changes` and /api/changes: a source's events (all sources when NULL), since a time,
+-- of some kinds, from a cursor (an event id $2): in id order after it, or with $6 newest first
+-- before it (0: from the newest; the dashboard's feed). The filters are written once in a CTE
+-- inlined into both branches; each branch keeps its own ORDER BY, so the primary key serves
+-- either direction, and the branch $6 does not ask for is skipped by a one-time filter.
+WITH matching AS NOT MATERIALIZED (
+    SELECT {product_event} FROM product_events
+    WHERE ($1::text IS NULL OR source = $1)
+      AND ($3::timestamptz IS NULL OR at >= $3)
+      AND ($4::text[] IS NULL OR kind = ANY($4::text[])))
+(SELECT * FROM matching WHERE NOT $6::boolean AND id > $2::bigint ORDER BY id LIMIT $5)
+UNION ALL
+(SELECT * FROM matching WHERE $6::boolean AND ($2::bigint = 0 OR id < $2::bigint)
+ ORDER BY id DESC LIMIT $5)
 
 -- The dashboard's product list, paged by key set (never OFFSET, which reads every row it
 -- skips): one query per sort order, each continuing after the cursor's (sort value, source,

@@ -192,19 +192,17 @@ class ChangeFilter:
 
 
 async def list_events(
-    conn: Conn, where: ChangeFilter, *, after: int = 0, limit: int = 100
+    conn: Conn,
+    where: ChangeFilter,
+    *,
+    cursor: int = 0,
+    newest_first: bool = False,
+    limit: int = 100,
 ) -> list[ProductChange]:
-    """Events after the cursor ``after`` (an event id), in id order."""
-    rows = await conn.fetch(_Q["list_events"], where.source, after, where.since, where.kinds, limit)
-    return [_event(r) for r in rows]
-
-
-async def list_events_newest(
-    conn: Conn, where: ChangeFilter, *, before: int = 0, limit: int = 100
-) -> list[ProductChange]:
-    """Events before the cursor ``before`` (0: from the newest), newest first."""
+    """Events after the cursor (an event id) in id order; or, ``newest_first``, before it
+    (0: from the newest) newest first."""
     rows = await conn.fetch(
-        _Q["list_events_newest"], where.source, before, where.since, where.kinds, limit
+        _Q["list_events"], where.source, cursor, where.since, where.kinds, limit, newest_first
     )
     return [_event(r) for r in rows]
 
