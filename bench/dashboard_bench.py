@@ -77,6 +77,17 @@ SELECT e.id || '.1', e.id, e.job_id, e.url,
        j.created_at + (e.id % 540) * interval '1 s'
 FROM entries e JOIN jobs j ON j.id = e.job_id;
 """
+# Alert rules on a few hundred products, none on a whole source: the "has alerts" filter's
+# hard case, where few rows match and the list must look through all of them.
+ALERTS = """
+INSERT INTO alert_rules (source, product_key, variant_key, gtin, condition, webhook, secret)
+SELECT ($1::text[])[1 + i % 4],
+       CASE WHEN i % 3 = 0 THEN 'K' || lpad(i::text, 7, '0') END,
+       CASE WHEN i % 3 = 2 THEN 'K' || lpad(i::text, 7, '0') || '#m' END,
+       CASE WHEN i % 3 = 1 THEN '40' || lpad((i / 4)::text, 11, '0') END,
+       'change', 'http://127.0.0.9/hook', 'bench'
+FROM generate_series(5, $2::int, 335) AS i
+"""
 HISTORY = """
 INSERT INTO snapshots (source, key, job_id, price, sale_price, currency, availability,
                        observed_at)
@@ -97,6 +108,7 @@ async def seed(dsn: str, products: int, export_rows: int) -> str:
         await conn.execute(PRODUCTS, list(SOURCES), products)
         await conn.execute(JOBS, list(SOURCES))
         await conn.execute(ATTEMPTS)
+        await conn.execute(ALERTS, list(SOURCES), products)
         # Every product 3 snapshots; the exported source ("alpha", a quarter of the catalog)
         # as many more as the export's rows need.
         await conn.execute(HISTORY, 3, None)
@@ -120,6 +132,7 @@ PAGES = [
     ("products", "#/products", "products"),
     ("products by price", "#/products?sort=price", "products"),
     ("products search", "#/products?q=abc", "products"),
+    ("products w/ alerts", "#/products?has_alerts=true", "products"),
     ("product", "#/product/alpha/{key}", "product"),
     ("changes", "#/changes", "changes"),
     ("jobs", "#/jobs", "jobs"),
@@ -222,11 +235,14 @@ async def query_times(dsn: str) -> None:
     try:
         queries = await store.all_queries(conn)
         cases = [
-            ("first page by key", "products_by_key", [None] * 8 + [51]),
-            ("first page by price", "products_by_price", [None] * 8 + [51]),
-            ("search 'abc' by key", "products_by_key", [None, None, "abc"] + [None] * 5 + [51]),
-            ("count, no filter", "count_view_products", [None] * 5),
-            ("count, search", "count_view_products", [None, None, "abc", None, None]),
+            ("first page by key", "products_by_key", [None] * 9 + [51]),
+            ("first page by price", "products_by_price", [None] * 9 + [51]),
+            ("search 'abc' by key", "products_by_key", [None, None, "abc"] + [None] * 6 + [51]),
+            ("has alerts by key", "products_by_key", [None] * 5 + [True] + [None] * 3 + [51]),
+            ("has alerts by price", "products_by_price", [None] * 5 + [True] + [None] * 3 + [51]),
+            ("count, no filter", "count_view_products", [None] * 6),
+            ("count, search", "count_view_products", [None, None, "abc", None, None, None]),
+            ("count, has alerts", "count_view_products", [None] * 5 + [True]),
         ]
         print(f"\n{'query (100k products)':28} {'execution ms':>12}")
         for label, name, args in cases:

@@ -49,6 +49,7 @@ async def browse(request: web.Request) -> web.Response:
         text=query_str(request, "q"),
         changed_within_hours=query_int(request, "changed_within", None, lo=1, hi=24 * 366),
         delisted=_flag(request, "delisted"),
+        has_alerts=_flag(request, "has_alerts"),
     )
     after = cursor.decode(query_str(request, "cursor"), length=3)
     if after is not None and not all(isinstance(part, str) for part in after):
@@ -150,6 +151,11 @@ ROUTES = [
                 "price, sale price or stock changed within this many hours",
             ),
             Param("delisted", {"type": "boolean"}),
+            Param(
+                "has_alerts",
+                {"type": "boolean"},
+                "an alert rule targets it: its source, product, variant or GTIN",
+            ),
             Param("sort", {"type": "string", "enum": list(store.SORTS), "default": "key"}),
             Param("total", {"type": "boolean", "default": True}, "count the matches (first page)"),
             cursor.CURSOR,

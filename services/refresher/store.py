@@ -56,8 +56,16 @@ def _render(sql: str, fragments: Mapping[str, str]) -> str:
     return _FRAGMENT.sub(lambda m: fragments.get(m[1], m[0]), sql)
 
 
+def _uncommented(sql: str) -> str:
+    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+
+
 _FILE = Queries(Path(__file__).with_name("queries.sql"))
-_Q: dict[str, str] = {name: _render(sql, columns.FRAGMENTS) for name, sql in _FILE.items()}
+# view_filter is no query but the product list's WHERE clause, written once for its five.
+_FRAGMENTS = {**columns.FRAGMENTS, "view_filter": _uncommented(_FILE["view_filter"])}
+_Q: dict[str, str] = {
+    name: _render(sql, _FRAGMENTS) for name, sql in _FILE.items() if name != "view_filter"
+}
 # The two upserts cast staged values to the products columns' types, read from the catalog
 # on first use (once per process: the schema does not change under a running service).
 _CAST = ("upsert_products", "replay_products")
@@ -415,6 +423,7 @@ class ViewFilter:
     text: str | None = None  # name contains it, or the exact sku or key
     changed_within_hours: int | None = None  # a price, sale price or stock change since
     delisted: bool | None = None
+    has_alerts: bool | None = None  # an alert rule targets it (the product or its variant)
 
     def args(self) -> tuple[Any, ...]:
         return (
@@ -423,6 +432,7 @@ class ViewFilter:
             self.text,
             self.changed_within_hours,
             self.delisted,
+            self.has_alerts,
         )
 
 

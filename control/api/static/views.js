@@ -172,12 +172,15 @@ async function productsPage(gen) {
   h("label", {}, "Changed", h("select", { name: "changed_within" }, h("option", { value: "" }, "any time"),
     [[1, "last hour"], [24, "last day"], [168, "last week"]].map(([v, t]) =>
       h("option", { value: v, selected: p.get("changed_within") === String(v) }, t)))),
+  h("label", {}, "Alerts", h("select", { name: "has_alerts" }, h("option", { value: "" }, "any"),
+    [["true", "with alerts"], ["false", "without"]].map(([v, t]) =>
+      h("option", { value: v, selected: p.get("has_alerts") === v }, t)))),
   h("label", {}, "Sort", h("select", { name: "sort" },
     [["key", "source, key"], ["name", "name"], ["price", "price"], ["updated", "recently updated"]].map(([v, t]) =>
       h("option", { value: v, selected: (p.get("sort") || "key") === v }, t)))),
   h("button", { type: "submit" }, "Apply"));
   const q = new URLSearchParams();
-  for (const k of ["q", "source", "availability", "changed_within", "sort", "cursor"]) {
+  for (const k of ["q", "source", "availability", "changed_within", "has_alerts", "sort", "cursor"]) {
     if (p.get(k)) q.set(k, p.get(k));
   }
   q.set("limit", "50");
