@@ -92,9 +92,12 @@ async def history(request: web.Request) -> web.Response:
         product = await store.product(conn, source, key)
         if product is None:
             raise NotFound(f"product {source}/{key} not found")
+        variants = await store.product_variants(conn, source, key)
         points, last = await store.product_history(conn, source, key, after=position, limit=limit)
     next_cursor = None if last is None else cursor.encode([last[0].isoformat(), last[1]])
-    return respond(ProductHistory(product=product, points=points, next_cursor=next_cursor))
+    return respond(
+        ProductHistory(product=product, points=points, variants=variants, next_cursor=next_cursor)
+    )
 
 
 class MatchOut(msgspec.Struct, kw_only=True):

@@ -405,13 +405,16 @@ LIMIT $10
 SELECT count(*) FROM products WHERE {view_filter}
 
 -- name: product_history
--- A product's snapshots from a cursor (observed_at, id) on, oldest first, each with the page
--- its job stored for the product's URL and the page stored before it (the previous crawl), so
--- the dashboard can open the raw page and its diff. A 304 stores nothing: both stay NULL.
+-- A product's snapshots and its variants' (the rows whose variant_of is its key), from a cursor
+-- (observed_at, id) on, oldest first, each with its variant's key (NULL: the product's own)
+-- and with the page its job stored for the row's URL and the page stored before it (the
+-- previous crawl), so the dashboard can open the raw page and its diff. A 304 stores nothing:
+-- both stay NULL.
 SELECT s.id, s.job_id, s.price, s.sale_price, s.currency, s.availability, s.observed_at,
+       CASE WHEN p.variant_of IS NOT NULL THEN p.key END AS variant_key,
        cur.ref AS payload_ref, prev.ref AS previous_ref
-FROM snapshots s
-JOIN products p ON p.source = s.source AND p.key = s.key
+FROM products p
+JOIN snapshots s ON s.source = p.source AND s.key = p.key
 LEFT JOIN LATERAL (
     SELECT fp.ref, fp.fetched_at FROM frontier_payloads fp
     WHERE fp.url = p.url AND fp.job_id = s.job_id
@@ -420,10 +423,14 @@ LEFT JOIN LATERAL (
     SELECT fp.ref FROM frontier_payloads fp
     WHERE fp.url = p.url AND fp.fetched_at < cur.fetched_at
     ORDER BY fp.fetched_at DESC LIMIT 1) prev ON true
-WHERE s.source = $1 AND s.key = $2
+WHERE p.source = $1 AND (p.key = $2 OR p.variant_of = $2)
   AND ($3::timestamptz IS NULL OR (s.observed_at, s.id) > ($3, $4::bigint))
 ORDER BY s.observed_at, s.id
 LIMIT $5
+
+-- name: product_variants
+-- A product's variants as they are now, by key (the series of its history chart).
+SELECT {product_out} FROM products WHERE source = $1 AND variant_of = $2 ORDER BY key
 
 -- name: match_products
 -- Products that share a GTIN or an MPN, across sources, cheapest first.

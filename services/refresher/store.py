@@ -473,14 +473,19 @@ async def product(conn: Conn, source: str, key: str) -> ProductOut | None:
 async def product_history(
     conn: Conn, source: str, key: str, *, after: tuple[Any, int] | None, limit: int
 ) -> tuple[list[HistoryPoint], tuple[Any, int] | None]:
-    """The product's snapshots after ``after`` (observed_at, snapshot id), oldest first, and
-    the cursor of the next page."""
+    """The snapshots of the product and of its variants after ``after`` (observed_at, snapshot
+    id), oldest first, and the cursor of the next page."""
     at, snapshot_id = after or (None, None)
     rows = await conn.fetch(_Q["product_history"], source, key, at, snapshot_id, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     points = [HistoryPoint(**{k: _shown(v) for k, v in r.items() if k != "id"}) for r in rows]
     return points, (rows[-1]["observed_at"], rows[-1]["id"]) if more else None
+
+
+async def product_variants(conn: Conn, source: str, key: str) -> list[ProductOut]:
+    """The product's variants (rows whose ``variant_of`` is its key), by key."""
+    return [_product(r) for r in await conn.fetch(_Q["product_variants"], source, key)]
 
 
 async def match_products(conn: Conn, gtin: str | None, mpn: str | None) -> list[ProductOut]:

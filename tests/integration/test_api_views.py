@@ -261,6 +261,63 @@ async def test_history_links_each_change_to_its_job_and_pages(api: Api, pool) ->
     assert status == 404
 
 
+async def test_history_carries_each_variants_series(api: Api, pool) -> None:
+    jobs = await _seed(pool)
+    async with pool.acquire() as conn:
+        await conn.executemany(
+            "INSERT INTO products (source, key, variant_of, name, price, currency, availability,"
+            " url, attributes) VALUES ('a', $1, 'k001', $1, $2, 'EUR', $3,"
+            " 'http://127.0.0.2:9/p/1', $4)",
+            [("k001#s", 12, "in_stock", {"size": "S"}), ("k001#m", 14, "out_of_stock", {})],
+        )
+        # A variant of another product: not k001's.
+        await conn.execute(
+            "INSERT INTO products (source, key, variant_of, price)"
+            " VALUES ('a', 'k002#s', 'k002', 1)"
+        )
+        for key, job, price, stock, minutes in (
+            ("k001#s", jobs["job1"], 22, "in_stock", 110),
+            ("k001#m", jobs["job2"], 14, "out_of_stock", 55),
+            ("k002#s", jobs["job2"], 1, "in_stock", 55),
+        ):
+            await conn.execute(
+                "INSERT INTO snapshots (source, key, job_id, price, currency, availability,"
+                " observed_at) VALUES ('a', $1, $2, $3, 'EUR', $4,"
+                " now() - make_interval(mins => $5))",
+                key,
+                job,
+                price,
+                stock,
+                minutes,
+            )
+    status, body, _ = await api.call("GET", "/api/products/a/k001/history")
+    assert status == 200, body
+    assert [v["key"] for v in body["variants"]] == ["k001#m", "k001#s"]
+    assert body["variants"][1]["attributes"] == {"size": "S"}
+    series = sorted((p["variant_key"] or "", p["price"], p["job_id"]) for p in body["points"])
+    assert series == sorted(
+        [
+            ("", "20", jobs["job1"]),
+            ("", "11", jobs["job2"]),
+            ("k001#s", "22", jobs["job1"]),
+            ("k001#m", "14", jobs["job2"]),
+        ]
+    )
+    # A variant's point links the page its job stored, like the product's own.
+    refs = {(p["variant_key"], p["payload_ref"], p["previous_ref"]) for p in body["points"]}
+    assert ("k001#m", "js:bb", "js:aa") in refs
+    # Paged by one, the cursor still walks every series once.
+    seen, cursor = [], None
+    while True:
+        path = "/api/products/a/k001/history?limit=1" + (f"&cursor={cursor}" if cursor else "")
+        status, page, _ = await api.call("GET", path)
+        seen += page["points"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == 4 and seen == body["points"]
+
+
 async def test_match_by_gtin_across_sources(api: Api, pool) -> None:
     await _seed(pool)
     status, body, _ = await api.call("GET", "/api/match?gtin=g1")
