@@ -49,6 +49,15 @@ function cell(text, cls) {
   return td;
 }
 
+function linkCell(href, text) {
+  const td = document.createElement("td");
+  const a = document.createElement("a");
+  a.href = href;
+  a.textContent = String(text);
+  td.append(a);
+  return td;
+}
+
 function fill(id, rows, render, emptyText) {
   const body = $("#" + id + " tbody");
   body.replaceChildren();
@@ -90,7 +99,7 @@ function renderJobs(page) {
     bar.dataset.total = total;
     const td = document.createElement("td");
     td.append(bar, " " + (total ? Math.round((100 * done) / total) : 0) + "%");
-    tr.append(cell(job.id), cell(job.source), cell(job.kind + (job.paused ? " (paused)" : "")),
+    tr.append(linkCell("#/job/" + job.id, job.id), cell(job.source), cell(job.kind + (job.paused ? " (paused)" : "")),
       td, cell(done + " / " + total), cell(c.products || 0),
       cell(c.failed || 0, c.failed ? "bad" : ""), cell(job.rate_per_min));
   }, "no running job");
@@ -127,7 +136,8 @@ function renderWorkers(workers) {
 
 function renderFailures(failures) {
   fill("failures", failures, (f, tr) => {
-    tr.append(cell(ago(f.recorded_at)), cell(f.job_id), cell(f.outcome, "bad"), cell(f.status),
+    tr.append(cell(ago(f.recorded_at)), f.job_id ? linkCell("#/job/" + f.job_id, f.job_id) : cell(""),
+      cell(f.outcome, "bad"), cell(f.status),
       cell(f.url, "wrap"), cell(f.error, "wrap"));
   });
 }
