@@ -14,6 +14,7 @@ from aiohttp import web
 
 from control.api import cursor
 from control.api.problems import Problem
+from control.api.products import FILTERS
 from control.api.routes import Param, Route, pool_of, query_int, query_str, respond
 from schemas.messages import Availability
 from schemas.read import CursorPage, MatchGroup, ProductHistory, ProductOut
@@ -145,15 +146,12 @@ ROUTES = [
         "Products paged by cursor: search, filter, sort",
         "products",
         params=(
-            Param("source", {"type": "string"}),
-            Param("availability", {"type": "string", "enum": list(get_args(Availability))}),
-            Param("q", {"type": "string"}, "name contains, or exact sku/key"),
+            *FILTERS,
             Param(
                 "changed_within",
                 {"type": "integer", "minimum": 1, "maximum": 24 * 366},
                 "price, sale price or stock changed within this many hours",
             ),
-            Param("delisted", {"type": "boolean"}),
             Param(
                 "has_alerts",
                 {"type": "boolean"},
@@ -161,8 +159,7 @@ ROUTES = [
             ),
             Param("sort", {"type": "string", "enum": list(store.SORTS), "default": "key"}),
             Param("total", {"type": "boolean", "default": True}, "count the matches (first page)"),
-            cursor.CURSOR,
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
+            *cursor.paged(50, 500),
         ),
         response=CursorPage[ProductOut],
         errors=(400, 422),
@@ -175,8 +172,7 @@ ROUTES = [
         "products",
         params=(
             *_PRODUCT,
-            cursor.CURSOR,
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 5000, "default": 1000}),
+            *cursor.paged(1000, 5000),
         ),
         response=ProductHistory,
         errors=(400, 404, 422),
@@ -199,8 +195,7 @@ ROUTES = [
         "products",
         params=(
             Param("min_sources", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 2}),
-            cursor.CURSOR,
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
+            *cursor.paged(50, 500),
         ),
         response=CursorPage[MatchGroup],
         errors=(400, 422),

@@ -50,6 +50,13 @@ async def _crawl(client: TrawlClient, kind: str) -> int:
     return reply.job_id
 
 
+async def _across_an_epoch(client: TrawlClient, shop: DemoShop) -> tuple[int, int]:
+    """A discovery crawl, the shop's next epoch, a refresh: the products have a history."""
+    first = await _crawl(client, "discovery")
+    shop.set_epoch(1)
+    return first, await _crawl(client, "refresh")
+
+
 async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Path) -> None:
     env = {**env, "TRAWL_API_TOKEN": TOKEN}
     base = f"http://{env['TRAWL_API_LISTEN']}"
@@ -63,9 +70,7 @@ async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Pa
             aiohttp.ClientSession(headers=auth) as http,
             Browser(tmp_path / "chromium") as browser,
         ):
-            first = await _crawl(client, "discovery")
-            shop.set_epoch(1)
-            second = await _crawl(client, "refresh")
+            first, second = await _across_an_epoch(client, shop)
             async with pool.acquire() as conn:
                 changed = await conn.fetchrow(
                     "SELECT key, count(*) AS n FROM snapshots WHERE source = 'demo-shop'"
@@ -383,9 +388,7 @@ async def test_product_with_variants_draws_a_series_each(
             TrawlClient(settings) as client,
             Browser(tmp_path / "chromium") as browser,
         ):
-            first = await _crawl(client, "discovery")
-            shop.set_epoch(1)
-            second = await _crawl(client, "refresh")
+            first, second = await _across_an_epoch(client, shop)
             async with pool.acquire() as conn:
                 # A product whose variants changed in the second crawl.
                 group = await conn.fetchrow(
