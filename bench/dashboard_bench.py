@@ -2,16 +2,19 @@
 ``python -m bench.dashboard_bench [--products 100000] [--rounds 5] [--export-rows 1000000]``.
 
 In a scratch database (removed afterwards) on the local Postgres and NATS, it writes a catalog
-of N products over four sources (a fifth of them sharing GTINs), a price history, 200 finished
-jobs and 100k attempts; starts the admin API as its own process (``python -m control.api``)
-and loads every dashboard page in headless Chromium (Debian's ``chromium``), each as a fresh
-document load, ``--rounds`` times in turn. Per page it prints the medians of
+of N products over four sources (a fifth of them sharing GTINs), a price history, 300 alert
+rules on single products, 200 finished jobs and 100k attempts; starts the admin API as its own
+process (``python -m control.api``) and loads every dashboard page in headless Chromium
+(Debian's ``chromium``), each as a fresh document load, ``--rounds`` times in turn. Per page it
+prints the medians of
 
-- first contentful paint (the browser's ``first-contentful-paint`` entry), and
+- first contentful paint (the browser's ``first-contentful-paint`` entry),
+- first rows: when the first of its tables was drawn (``performance.mark("rows:<page>")``;
+  only the overview draws its tables one by one, the other pages draw all at once), and
 - data on screen: when the page marked itself ready (``performance.mark("ready:<page>")``,
   set once its API answers are rendered),
 
-both in milliseconds from navigation start. Then it exports ``--export-rows`` snapshot rows
+all in milliseconds from navigation start. Then it exports ``--export-rows`` snapshot rows
 through ``trawl export --history`` (CSV and Parquet) and prints the CLI's peak RSS, to show
 memory stays flat whatever the row count (compare with ``--export-rows 100000``).
 """
@@ -149,7 +152,7 @@ def cpu_ms(pid: int) -> float:
 
 
 async def paint(base: str, key: str, rounds: int, shots: Path, api_pid: int) -> None:
-    timings: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in PAGES}
+    timings: dict[str, list[tuple[float, float, float, float]]] = {n: [] for n, _, _ in PAGES}
     with tempfile.TemporaryDirectory() as profile:
         async with Browser(Path(profile)) as browser:
             await browser.send("Page.enable")
@@ -167,20 +170,21 @@ async def paint(base: str, key: str, rounds: int, shots: Path, api_pid: int) -> 
                     await wait(
                         browser, f"document.body && document.body.dataset.ready === '{ready}'"
                     )
-                    fcp, shown = await browser.eval(
+                    fcp, rows, shown = await browser.eval(
                         "[(performance.getEntriesByName('first-contentful-paint')[0] || {})"
+                        f".startTime, (performance.getEntriesByName('rows:{ready}')[0] || {{}})"
                         f".startTime, performance.getEntriesByName('ready:{ready}')[0].startTime]"
                     )
-                    timings[name].append((fcp or 0.0, shown, cpu_ms(api_pid) - cpu))
+                    timings[name].append((fcp or 0.0, rows or shown, shown, cpu_ms(api_pid) - cpu))
                     if r == rounds - 1:
                         await browser.screenshot(shots / f"{name.replace(' ', '-')}.png")
     print(
-        f"\n{'page':20} {'first paint':>12} {'data shown':>11} {'API CPU':>8}"
+        f"\n{'page':20} {'first paint':>12} {'first rows':>11} {'data shown':>11} {'API CPU':>8}"
         f"   ms, median of {rounds}"
     )
     for name, values in timings.items():
-        fcp, shown, cpu = (statistics.median(v[i] for v in values) for i in range(3))
-        print(f"{name:20} {fcp:12.0f} {shown:11.0f} {cpu:8.0f}")
+        fcp, rows, shown, cpu = (statistics.median(v[i] for v in values) for i in range(4))
+        print(f"{name:20} {fcp:12.0f} {rows:11.0f} {shown:11.0f} {cpu:8.0f}")
     print(f"screenshots: {shots}")
 
 

@@ -251,6 +251,7 @@ async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Pa
                 "[...document.querySelectorAll('#changes a')].map(a => a.textContent)"
             )
             assert set(jobs_linked) == {f"#{first}", f"#{second}"}
+            await tab_to("#changes button")  # its job links, then its raw and diff buttons
             await shot("product")
             await browser.eval("document.querySelector('#changes button').click(); true")
             await eventually(

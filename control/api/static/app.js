@@ -162,27 +162,35 @@ function loggedIn() {
   $("#logout").hidden = !token();
 }
 
+// Each table is drawn as soon as its answer comes, so the quick ones do not wait for the
+// slowest: the workers' scatter-gather listens 400 ms for replies (control/api/workers.py).
+// The page is ready (data-ready, the mark) once every table is.
 async function refresh() {
-  try {
-    const [jobs, streams, domains, workers, failures, dlq] = await Promise.all([
-      api("/api/jobs?status=running&limit=20"),
-      api("/api/streams"),
-      api("/api/domains?limit=50"),
-      api("/api/workers"),
-      api("/api/jobs/failures?limit=10"),
-      api("/api/dlq?limit=10"),
-    ]);
+  const overview = () => typeof current === "undefined" || current.name === "overview";
+  let shown = false;
+  const draw = async (path, render) => {
+    const body = await api(path);
     // Answers that come back after the reader moved to another page (views.js's `current`)
     // must not pull the overview back over it, nor mark it ready.
-    if (typeof current !== "undefined" && current.name !== "overview") return;
-    renderJobs(jobs);
-    renderStreams(streams);
-    renderDomains(domains);
-    renderWorkers(workers);
-    renderFailures(failures);
-    renderDlq(dlq);
-    loggedIn();
-    $("#board").hidden = false;
+    if (!overview()) return;
+    render(body);
+    if (!shown) {
+      shown = true;
+      loggedIn();
+      $("#board").hidden = false;
+      performance.mark("rows:overview");
+    }
+  };
+  try {
+    await Promise.all([
+      draw("/api/jobs?status=running&limit=20", renderJobs),
+      draw("/api/streams", renderStreams),
+      draw("/api/domains?limit=50", renderDomains),
+      draw("/api/workers", renderWorkers),
+      draw("/api/jobs/failures?limit=10", renderFailures),
+      draw("/api/dlq?limit=10", renderDlq),
+    ]);
+    if (!overview()) return;
     $("#status").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.refreshed = String(Date.now());
     document.body.dataset.ready = "overview";
