@@ -158,6 +158,18 @@ async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Pa
                 == 0
             )
             assert await browser.eval(FOCUS_RING)
+            # The overview redraws its tables every 500 ms here: the focus moves to the
+            # redrawn row in the same place.
+            await browser.eval("document.activeElement.dataset.before = 'redraw'; true")
+            await eventually(
+                lambda: _truthy(
+                    browser,
+                    "(r => r && !r.dataset.before && document.activeElement === r)"
+                    "(document.querySelector('#streams tbody tr'))",
+                ),
+                timeout=15,
+                what="the focus on the redrawn row",
+            )
 
             # Products: every product on one page, the total, then a search that finds one.
             await go("#/products", "products")

@@ -58,8 +58,21 @@ function linkCell(href, text) {
   return td;
 }
 
+// Focus a list's item (a row, a diff hunk): its link, else the item itself, which only a
+// script can focus (it is no tab stop).
+function focusItem(item, scroll) {
+  item.parentNode.querySelectorAll(":scope > .current").forEach((r) => r.classList.remove("current"));
+  item.classList.add("current");
+  const target = item.querySelector("a[href]") || item;
+  if (target === item) item.tabIndex = -1;
+  target.focus({ preventScroll: !scroll });
+  if (scroll) target.scrollIntoView({ block: "nearest" });
+}
+
+// Redraws a table's rows; a focused row keeps its place (the overview redraws every tick).
 function fill(id, rows, render, emptyText) {
   const body = $("#" + id + " tbody");
+  const focused = [...body.rows].findIndex((r) => r.contains(document.activeElement));
   body.replaceChildren();
   if (!rows.length) {
     const tr = document.createElement("tr");
@@ -75,6 +88,7 @@ function fill(id, rows, render, emptyText) {
     render(row, tr);
     body.append(tr);
   }
+  if (focused >= 0) focusItem(body.rows[Math.min(focused, body.rows.length - 1)], false);
 }
 
 function ago(iso) {

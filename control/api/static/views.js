@@ -140,7 +140,6 @@ function listItems(list) {
   const items = list.tagName === "TABLE" ? list.querySelectorAll("tbody tr:not(.empty)") : list.querySelectorAll("[data-item]");
   return [...items];
 }
-function itemTarget(item) { return item.querySelector("a[href]") || item; }
 function visibleLists() {
   const area = view.hidden ? $("#board") : view;
   return area.hidden ? [] : [...area.querySelectorAll("[data-list]")].filter((l) => listItems(l).length);
@@ -152,13 +151,8 @@ function moveInList(step) {
   if (!list) return false;
   const items = listItems(list);
   const at = items.findIndex((r) => r.contains(document.activeElement));
-  const next = at < 0 ? 0 : Math.max(0, Math.min(items.length - 1, at + step));
   items.forEach((r) => r.classList.remove("current"));
-  items[next].classList.add("current");
-  const target = itemTarget(items[next]);
-  if (target === items[next]) target.tabIndex = -1; // focusable by script, not a tab stop
-  target.focus();
-  target.scrollIntoView({ block: "nearest" });
+  focusItem(items[at < 0 ? 0 : Math.max(0, Math.min(items.length - 1, at + step))], true);
   return true;
 }
 document.addEventListener("keydown", (ev) => {
@@ -177,7 +171,7 @@ document.addEventListener("keydown", (ev) => {
   if ((ev.key === "j" || ev.key === "k") && moveInList(ev.key === "j" ? 1 : -1)) ev.preventDefault();
 });
 
-// A live page or table redraws itself whole: the focused item of a list keeps its place.
+// A live page redraws itself whole: the focused item of a list keeps its place.
 function focusedItem() {
   const list = document.activeElement && document.activeElement.closest("[data-list][id]");
   if (!list) return null;
@@ -187,12 +181,7 @@ function refocus(kept) {
   if (!kept || kept.index < 0) return;
   const list = document.getElementById(kept.id);
   const items = list ? listItems(list) : [];
-  if (!items.length) return;
-  const item = items[Math.min(kept.index, items.length - 1)];
-  item.classList.add("current");
-  const target = itemTarget(item);
-  if (target === item) target.tabIndex = -1;
-  target.focus({ preventScroll: true });
+  if (items.length) focusItem(items[Math.min(kept.index, items.length - 1)], false);
 }
 
 // -- Products ---------------------------------------------------------------------------------
