@@ -91,6 +91,18 @@ SELECT ($1::text[])[1 + i % 4],
        'change', 'http://127.0.0.9/hook', 'bench'
 FROM generate_series(5, $2::int, 335) AS i
 """
+# Every 40th product (all of source alpha) a group of three sizes, each a product row of its
+# own (variant_of, migration 0019) with its own history: the product page's series.
+VARIANTS = """
+INSERT INTO products (source, key, variant_of, sku, name, price, currency, availability, url,
+                      attributes, first_seen_at, last_seen_at, updated_at)
+SELECT p.source, p.key || '#' || v, p.key, p.sku || '-' || v, p.name || ' ' || v, p.price + v,
+       'EUR', CASE WHEN v = 3 THEN 'out_of_stock' ELSE 'in_stock' END, p.url,
+       jsonb_build_object('size', (ARRAY['S', 'M', 'L'])[v]), p.first_seen_at, p.last_seen_at,
+       p.updated_at
+FROM products p, generate_series(1, 3) AS v
+WHERE right(p.key, 7)::int % 40 = 0
+"""
 HISTORY = """
 INSERT INTO snapshots (source, key, job_id, price, sale_price, currency, availability,
                        observed_at)
@@ -102,7 +114,7 @@ WHERE $2::text IS NULL OR p.source = $2
 """
 
 
-async def seed(dsn: str, products: int, export_rows: int) -> str:
+async def seed(dsn: str, products: int, export_rows: int) -> tuple[str, str]:
     conn = await asyncpg.connect(dsn)
     try:
         started = time.perf_counter()
@@ -112,6 +124,7 @@ async def seed(dsn: str, products: int, export_rows: int) -> str:
         await conn.execute(JOBS, list(SOURCES))
         await conn.execute(ATTEMPTS)
         await conn.execute(ALERTS, list(SOURCES), products)
+        await conn.execute(VARIANTS)
         # Every product 3 snapshots; the exported source ("alpha", a quarter of the catalog)
         # as many more as the export's rows need.
         await conn.execute(HISTORY, 3, None)
@@ -119,13 +132,19 @@ async def seed(dsn: str, products: int, export_rows: int) -> str:
         if per_product:
             await conn.execute(HISTORY, per_product, "alpha")
         await conn.execute("ANALYZE")
-        key = await conn.fetchval(
-            "SELECT key FROM products WHERE source = 'alpha' ORDER BY key LIMIT 1"
+        key, grouped = await conn.fetchrow(
+            "SELECT min(key) FILTER (WHERE key NOT LIKE '%#%'),"
+            " min(variant_of) FILTER (WHERE variant_of IS NOT NULL)"
+            " FROM products WHERE source = 'alpha'"
         )
         rows = await conn.fetchval("SELECT count(*) FROM snapshots")
         took = time.perf_counter() - started
-        print(f"seeded {products:,} products, {rows:,} snapshots in {took:.1f} s")
-        return key
+        variants = products // 40 * 3
+        print(
+            f"seeded {products:,} products (and {variants:,} variant rows), {rows:,} snapshots"
+            f" in {took:.1f} s"
+        )
+        return key, grouped
     finally:
         await conn.close()
 
@@ -135,8 +154,9 @@ PAGES = [
     ("products", "#/products", "products"),
     ("products by price", "#/products?sort=price", "products"),
     ("products search", "#/products?q=abc", "products"),
-    ("products w/ alerts", "#/products?has_alerts=true", "products"),
+    ("products, alerts", "#/products?has_alerts=true", "products"),
     ("product", "#/product/alpha/{key}", "product"),
+    ("product, variants", "#/product/alpha/{grouped}", "product"),
     ("changes", "#/changes", "changes"),
     ("jobs", "#/jobs", "jobs"),
     ("job", "#/job/200", "job"),
@@ -151,7 +171,7 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-async def paint(base: str, key: str, rounds: int, shots: Path, api_pid: int) -> None:
+async def paint(base: str, keys: dict[str, str], rounds: int, shots: Path, api_pid: int) -> None:
     timings: dict[str, list[tuple[float, float, float, float]]] = {n: [] for n, _, _ in PAGES}
     with tempfile.TemporaryDirectory() as profile:
         async with Browser(Path(profile)) as browser:
@@ -164,11 +184,15 @@ async def paint(base: str, key: str, rounds: int, shots: Path, api_pid: int) -> 
                 for name, fragment, ready in PAGES:
                     # A new query string each time: a full document load, not a hash change.
                     loads += 1
-                    url = f"{base}/?interval=600000&load={loads}{fragment.format(key=key)}"
+                    url = f"{base}/?interval=600000&load={loads}{fragment.format(**keys)}"
                     cpu = cpu_ms(api_pid)
                     await browser.send("Page.navigate", url=url)
+                    # Ready can come before the first paint (data in under a frame): the
+                    # paint entry is then not there yet, so wait for both.
                     await wait(
-                        browser, f"document.body && document.body.dataset.ready === '{ready}'"
+                        browser,
+                        f"document.body && document.body.dataset.ready === '{ready}'"
+                        " && performance.getEntriesByName('first-contentful-paint').length",
                     )
                     fcp, rows, shown = await browser.eval(
                         "[(performance.getEntriesByName('first-contentful-paint')[0] || {})"
@@ -177,7 +201,8 @@ async def paint(base: str, key: str, rounds: int, shots: Path, api_pid: int) -> 
                     )
                     timings[name].append((fcp or 0.0, rows or shown, shown, cpu_ms(api_pid) - cpu))
                     if r == rounds - 1:
-                        await browser.screenshot(shots / f"{name.replace(' ', '-')}.png")
+                        shot = name.replace(",", "").replace(" ", "-")
+                        await browser.screenshot(shots / f"{shot}.png")
     print(
         f"\n{'page':20} {'first paint':>12} {'first rows':>11} {'data shown':>11} {'API CPU':>8}"
         f"   ms, median of {rounds}"
@@ -230,7 +255,7 @@ async def export_memory(env: dict[str, str], tmp: Path) -> None:
         )
 
 
-async def query_times(dsn: str) -> None:
+async def query_times(dsn: str, grouped: str) -> None:
     """Postgres's own execution time of the product list's queries at this size (EXPLAIN
     ANALYZE, median of 5): what the database adds to a page, apart from the machine's load."""
     from services.refresher import store
@@ -247,6 +272,7 @@ async def query_times(dsn: str) -> None:
             ("count, no filter", "count_view_products", [None] * 6),
             ("count, search", "count_view_products", [None, None, "abc", None, None, None]),
             ("count, has alerts", "count_view_products", [None] * 5 + [True]),
+            ("history with 3 variants", "product_history", ["alpha", grouped, None, None, 1001]),
         ]
         print(f"\n{'query (100k products)':28} {'execution ms':>12}")
         for label, name, args in cases:
@@ -290,12 +316,13 @@ async def main(args: argparse.Namespace) -> None:
     }
     api = None
     try:
-        key = await seed(dsn, args.products, args.export_rows)
+        key, grouped = await seed(dsn, args.products, args.export_rows)
         api = await asyncio.create_subprocess_exec(sys.executable, "-m", "control.api", env=env)
         await asyncio.to_thread(healthy, f"http://{listen}/healthz")
         shots = ROOT / "test-artifacts" / "dashboard-bench"
-        await paint(f"http://{listen}", key, args.rounds, shots, api.pid)
-        await query_times(dsn)
+        keys = {"key": key, "grouped": grouped}
+        await paint(f"http://{listen}", keys, args.rounds, shots, api.pid)
+        await query_times(dsn, grouped)
         if args.export_rows:
             with tempfile.TemporaryDirectory() as tmp:
                 await export_memory(env, Path(tmp))
