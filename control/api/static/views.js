@@ -151,7 +151,6 @@ function moveInList(step) {
   if (!list) return false;
   const items = listItems(list);
   const at = items.findIndex((r) => r.contains(document.activeElement));
-  items.forEach((r) => r.classList.remove("current"));
   focusItem(items[at < 0 ? 0 : Math.max(0, Math.min(items.length - 1, at + step))], true);
   return true;
 }
