@@ -231,6 +231,13 @@ async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Pa
                 what="the has-alerts filter",
             )
             assert "has_alerts=true" in await browser.eval("location.hash")
+            await eventually(
+                lambda: _equals(
+                    browser, "document.querySelector('#products-total').textContent", "1 product"
+                ),
+                timeout=15,
+                what="the filtered count",
+            )
             await shot("products-has-alerts")
 
             # Keyboard alone: Tab reaches the filters and the rows with a visible focus; j

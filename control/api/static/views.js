@@ -241,7 +241,7 @@ async function productsPage(gen) {
     q.set("total", "true");
     q.set("limit", "1");
     const counted = await api("/api/catalog/products?" + q);
-    if (gen === generation) $("#products-total").textContent = counted.total.toLocaleString() + " products";
+    if (gen === generation) $("#products-total").textContent = counted.total.toLocaleString() + (counted.total === 1 ? " product" : " products");
   }
 }
 
