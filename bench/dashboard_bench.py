@@ -2,16 +2,19 @@
 ``python -m bench.dashboard_bench [--products 100000] [--rounds 5] [--export-rows 1000000]``.
 
 In a scratch database (removed afterwards) on the local Postgres and NATS, it writes a catalog
-of N products over four sources (a fifth of them sharing GTINs), a price history, 200 finished
-jobs and 100k attempts; starts the admin API as its own process (``python -m control.api``)
-and loads every dashboard page in headless Chromium (Debian's ``chromium``), each as a fresh
-document load, ``--rounds`` times in turn. Per page it prints the medians of
+of N products over four sources (a fifth of them sharing GTINs), a price history, 300 alert
+rules on single products, 200 finished jobs and 100k attempts; starts the admin API as its own
+process (``python -m control.api``) and loads every dashboard page in headless Chromium
+(Debian's ``chromium``), each as a fresh document load, ``--rounds`` times in turn. Per page it
+prints the medians of
 
-- first contentful paint (the browser's ``first-contentful-paint`` entry), and
+- first contentful paint (the browser's ``first-contentful-paint`` entry),
+- first rows: when the first of its tables was drawn (``performance.mark("rows:<page>")``;
+  only the overview draws its tables one by one, the other pages draw all at once), and
 - data on screen: when the page marked itself ready (``performance.mark("ready:<page>")``,
   set once its API answers are rendered),
 
-both in milliseconds from navigation start. Then it exports ``--export-rows`` snapshot rows
+all in milliseconds from navigation start. Then it exports ``--export-rows`` snapshot rows
 through ``trawl export --history`` (CSV and Parquet) and prints the CLI's peak RSS, to show
 memory stays flat whatever the row count (compare with ``--export-rows 100000``).
 """
@@ -77,6 +80,29 @@ SELECT e.id || '.1', e.id, e.job_id, e.url,
        j.created_at + (e.id % 540) * interval '1 s'
 FROM entries e JOIN jobs j ON j.id = e.job_id;
 """
+# Alert rules on a few hundred products, none on a whole source: the "has alerts" filter's
+# hard case, where few rows match and the list must look through all of them.
+ALERTS = """
+INSERT INTO alert_rules (source, product_key, variant_key, gtin, condition, webhook, secret)
+SELECT ($1::text[])[1 + i % 4],
+       CASE WHEN i % 3 = 0 THEN 'K' || lpad(i::text, 7, '0') END,
+       CASE WHEN i % 3 = 2 THEN 'K' || lpad(i::text, 7, '0') || '#m' END,
+       CASE WHEN i % 3 = 1 THEN '40' || lpad((i / 4)::text, 11, '0') END,
+       'change', 'http://127.0.0.9/hook', 'bench'
+FROM generate_series(5, $2::int, 335) AS i
+"""
+# Every 40th product (all of source alpha) a group of three sizes, each a product row of its
+# own (variant_of, migration 0019) with its own history: the product page's series.
+VARIANTS = """
+INSERT INTO products (source, key, variant_of, sku, name, price, currency, availability, url,
+                      attributes, first_seen_at, last_seen_at, updated_at)
+SELECT p.source, p.key || '#' || v, p.key, p.sku || '-' || v, p.name || ' ' || v, p.price + v,
+       'EUR', CASE WHEN v = 3 THEN 'out_of_stock' ELSE 'in_stock' END, p.url,
+       jsonb_build_object('size', (ARRAY['S', 'M', 'L'])[v]), p.first_seen_at, p.last_seen_at,
+       p.updated_at
+FROM products p, generate_series(1, 3) AS v
+WHERE right(p.key, 7)::int % 40 = 0
+"""
 HISTORY = """
 INSERT INTO snapshots (source, key, job_id, price, sale_price, currency, availability,
                        observed_at)
@@ -88,7 +114,7 @@ WHERE $2::text IS NULL OR p.source = $2
 """
 
 
-async def seed(dsn: str, products: int, export_rows: int) -> str:
+async def seed(dsn: str, products: int, export_rows: int) -> tuple[str, str]:
     conn = await asyncpg.connect(dsn)
     try:
         started = time.perf_counter()
@@ -97,6 +123,8 @@ async def seed(dsn: str, products: int, export_rows: int) -> str:
         await conn.execute(PRODUCTS, list(SOURCES), products)
         await conn.execute(JOBS, list(SOURCES))
         await conn.execute(ATTEMPTS)
+        await conn.execute(ALERTS, list(SOURCES), products)
+        await conn.execute(VARIANTS)
         # Every product 3 snapshots; the exported source ("alpha", a quarter of the catalog)
         # as many more as the export's rows need.
         await conn.execute(HISTORY, 3, None)
@@ -104,13 +132,19 @@ async def seed(dsn: str, products: int, export_rows: int) -> str:
         if per_product:
             await conn.execute(HISTORY, per_product, "alpha")
         await conn.execute("ANALYZE")
-        key = await conn.fetchval(
-            "SELECT key FROM products WHERE source = 'alpha' ORDER BY key LIMIT 1"
+        key, grouped = await conn.fetchrow(
+            "SELECT min(key) FILTER (WHERE key NOT LIKE '%#%'),"
+            " min(variant_of) FILTER (WHERE variant_of IS NOT NULL)"
+            " FROM products WHERE source = 'alpha'"
         )
         rows = await conn.fetchval("SELECT count(*) FROM snapshots")
         took = time.perf_counter() - started
-        print(f"seeded {products:,} products, {rows:,} snapshots in {took:.1f} s")
-        return key
+        variants = products // 40 * 3
+        print(
+            f"seeded {products:,} products (and {variants:,} variant rows), {rows:,} snapshots"
+            f" in {took:.1f} s"
+        )
+        return key, grouped
     finally:
         await conn.close()
 
@@ -120,7 +154,9 @@ PAGES = [
     ("products", "#/products", "products"),
     ("products by price", "#/products?sort=price", "products"),
     ("products search", "#/products?q=abc", "products"),
+    ("products, alerts", "#/products?has_alerts=true", "products"),
     ("product", "#/product/alpha/{key}", "product"),
+    ("product, variants", "#/product/alpha/{grouped}", "product"),
     ("changes", "#/changes", "changes"),
     ("jobs", "#/jobs", "jobs"),
     ("job", "#/job/200", "job"),
@@ -135,8 +171,8 @@ def cpu_ms(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
 
 
-async def paint(base: str, key: str, rounds: int, shots: Path, api_pid: int) -> None:
-    timings: dict[str, list[tuple[float, float, float]]] = {name: [] for name, _, _ in PAGES}
+async def paint(base: str, keys: dict[str, str], rounds: int, shots: Path, api_pid: int) -> None:
+    timings: dict[str, list[tuple[float, float, float, float]]] = {n: [] for n, _, _ in PAGES}
     with tempfile.TemporaryDirectory() as profile:
         async with Browser(Path(profile)) as browser:
             await browser.send("Page.enable")
@@ -148,26 +184,32 @@ async def paint(base: str, key: str, rounds: int, shots: Path, api_pid: int) -> 
                 for name, fragment, ready in PAGES:
                     # A new query string each time: a full document load, not a hash change.
                     loads += 1
-                    url = f"{base}/?interval=600000&load={loads}{fragment.format(key=key)}"
+                    url = f"{base}/?interval=600000&load={loads}{fragment.format(**keys)}"
                     cpu = cpu_ms(api_pid)
                     await browser.send("Page.navigate", url=url)
+                    # Ready can come before the first paint (data in under a frame): the
+                    # paint entry is then not there yet, so wait for both.
                     await wait(
-                        browser, f"document.body && document.body.dataset.ready === '{ready}'"
+                        browser,
+                        f"document.body && document.body.dataset.ready === '{ready}'"
+                        " && performance.getEntriesByName('first-contentful-paint').length",
                     )
-                    fcp, shown = await browser.eval(
+                    fcp, rows, shown = await browser.eval(
                         "[(performance.getEntriesByName('first-contentful-paint')[0] || {})"
+                        f".startTime, (performance.getEntriesByName('rows:{ready}')[0] || {{}})"
                         f".startTime, performance.getEntriesByName('ready:{ready}')[0].startTime]"
                     )
-                    timings[name].append((fcp or 0.0, shown, cpu_ms(api_pid) - cpu))
+                    timings[name].append((fcp or 0.0, rows or shown, shown, cpu_ms(api_pid) - cpu))
                     if r == rounds - 1:
-                        await browser.screenshot(shots / f"{name.replace(' ', '-')}.png")
+                        shot = name.replace(",", "").replace(" ", "-")
+                        await browser.screenshot(shots / f"{shot}.png")
     print(
-        f"\n{'page':20} {'first paint':>12} {'data shown':>11} {'API CPU':>8}"
+        f"\n{'page':20} {'first paint':>12} {'first rows':>11} {'data shown':>11} {'API CPU':>8}"
         f"   ms, median of {rounds}"
     )
     for name, values in timings.items():
-        fcp, shown, cpu = (statistics.median(v[i] for v in values) for i in range(3))
-        print(f"{name:20} {fcp:12.0f} {shown:11.0f} {cpu:8.0f}")
+        fcp, rows, shown, cpu = (statistics.median(v[i] for v in values) for i in range(4))
+        print(f"{name:20} {fcp:12.0f} {rows:11.0f} {shown:11.0f} {cpu:8.0f}")
     print(f"screenshots: {shots}")
 
 
@@ -213,7 +255,7 @@ async def export_memory(env: dict[str, str], tmp: Path) -> None:
         )
 
 
-async def query_times(dsn: str) -> None:
+async def query_times(dsn: str, grouped: str) -> None:
     """Postgres's own execution time of the product list's queries at this size (EXPLAIN
     ANALYZE, median of 5): what the database adds to a page, apart from the machine's load."""
     from services.refresher import store
@@ -222,11 +264,15 @@ async def query_times(dsn: str) -> None:
     try:
         queries = await store.all_queries(conn)
         cases = [
-            ("first page by key", "products_by_key", [None] * 8 + [51]),
-            ("first page by price", "products_by_price", [None] * 8 + [51]),
-            ("search 'abc' by key", "products_by_key", [None, None, "abc"] + [None] * 5 + [51]),
-            ("count, no filter", "count_view_products", [None] * 5),
-            ("count, search", "count_view_products", [None, None, "abc", None, None]),
+            ("first page by key", "products_by_key", [None] * 9 + [51]),
+            ("first page by price", "products_by_price", [None] * 9 + [51]),
+            ("search 'abc' by key", "products_by_key", [None, None, "abc"] + [None] * 6 + [51]),
+            ("has alerts by key", "products_by_key", [None] * 5 + [True] + [None] * 3 + [51]),
+            ("has alerts by price", "products_by_price", [None] * 5 + [True] + [None] * 3 + [51]),
+            ("count, no filter", "count_view_products", [None] * 6),
+            ("count, search", "count_view_products", [None, None, "abc", None, None, None]),
+            ("count, has alerts", "count_view_products", [None] * 5 + [True]),
+            ("history with 3 variants", "product_history", ["alpha", grouped, None, None, 1001]),
         ]
         print(f"\n{'query (100k products)':28} {'execution ms':>12}")
         for label, name, args in cases:
@@ -270,12 +316,13 @@ async def main(args: argparse.Namespace) -> None:
     }
     api = None
     try:
-        key = await seed(dsn, args.products, args.export_rows)
+        key, grouped = await seed(dsn, args.products, args.export_rows)
         api = await asyncio.create_subprocess_exec(sys.executable, "-m", "control.api", env=env)
         await asyncio.to_thread(healthy, f"http://{listen}/healthz")
         shots = ROOT / "test-artifacts" / "dashboard-bench"
-        await paint(f"http://{listen}", key, args.rounds, shots, api.pid)
-        await query_times(dsn)
+        keys = {"key": key, "grouped": grouped}
+        await paint(f"http://{listen}", keys, args.rounds, shots, api.pid)
+        await query_times(dsn, grouped)
         if args.export_rows:
             with tempfile.TemporaryDirectory() as tmp:
                 await export_memory(env, Path(tmp))

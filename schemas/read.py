@@ -295,14 +295,18 @@ class HistoryPoint(msgspec.Struct, kw_only=True, frozen=True):
     sale_price: str | None
     currency: str | None
     availability: Availability | None
-    variant_key: str | None = None  # set once snapshots carry variants (issue 18)
+    variant_key: str | None = None  # the variant's key; None: the product's own snapshot
     payload_ref: str | None = None
     previous_ref: str | None = None
 
 
 class ProductHistory(msgspec.Struct, kw_only=True, frozen=True):
+    """A product's history with its variants': ``variants`` are their rows as they are now (the
+    chart's series), ``points`` the snapshots of all of them."""
+
     product: ProductOut
     points: list[HistoryPoint]
+    variants: list[ProductOut] = []
     next_cursor: str | None = None
 
 

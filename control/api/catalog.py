@@ -14,6 +14,7 @@ from aiohttp import web
 
 from control.api import cursor
 from control.api.problems import Problem
+from control.api.products import FILTERS
 from control.api.routes import Param, Route, pool_of, query_int, query_str, respond
 from schemas.messages import Availability
 from schemas.read import CursorPage, MatchGroup, ProductHistory, ProductOut
@@ -49,6 +50,7 @@ async def browse(request: web.Request) -> web.Response:
         text=query_str(request, "q"),
         changed_within_hours=query_int(request, "changed_within", None, lo=1, hi=24 * 366),
         delisted=_flag(request, "delisted"),
+        has_alerts=_flag(request, "has_alerts"),
     )
     after = cursor.decode(query_str(request, "cursor"), length=3)
     if after is not None and not all(isinstance(part, str) for part in after):
@@ -91,9 +93,12 @@ async def history(request: web.Request) -> web.Response:
         product = await store.product(conn, source, key)
         if product is None:
             raise NotFound(f"product {source}/{key} not found")
+        variants = await store.product_variants(conn, source, key)
         points, last = await store.product_history(conn, source, key, after=position, limit=limit)
     next_cursor = None if last is None else cursor.encode([last[0].isoformat(), last[1]])
-    return respond(ProductHistory(product=product, points=points, next_cursor=next_cursor))
+    return respond(
+        ProductHistory(product=product, points=points, variants=variants, next_cursor=next_cursor)
+    )
 
 
 class MatchOut(msgspec.Struct, kw_only=True):
@@ -141,19 +146,20 @@ ROUTES = [
         "Products paged by cursor: search, filter, sort",
         "products",
         params=(
-            Param("source", {"type": "string"}),
-            Param("availability", {"type": "string", "enum": list(get_args(Availability))}),
-            Param("q", {"type": "string"}, "name contains, or exact sku/key"),
+            *FILTERS,
             Param(
                 "changed_within",
                 {"type": "integer", "minimum": 1, "maximum": 24 * 366},
                 "price, sale price or stock changed within this many hours",
             ),
-            Param("delisted", {"type": "boolean"}),
+            Param(
+                "has_alerts",
+                {"type": "boolean"},
+                "an alert rule targets it: its source, product, variant or GTIN",
+            ),
             Param("sort", {"type": "string", "enum": list(store.SORTS), "default": "key"}),
             Param("total", {"type": "boolean", "default": True}, "count the matches (first page)"),
-            cursor.CURSOR,
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
+            *cursor.paged(50, 500),
         ),
         response=CursorPage[ProductOut],
         errors=(400, 422),
@@ -166,8 +172,7 @@ ROUTES = [
         "products",
         params=(
             *_PRODUCT,
-            cursor.CURSOR,
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 5000, "default": 1000}),
+            *cursor.paged(1000, 5000),
         ),
         response=ProductHistory,
         errors=(400, 404, 422),
@@ -190,8 +195,7 @@ ROUTES = [
         "products",
         params=(
             Param("min_sources", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 2}),
-            cursor.CURSOR,
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
+            *cursor.paged(50, 500),
         ),
         response=CursorPage[MatchGroup],
         errors=(400, 422),

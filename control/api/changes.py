@@ -49,12 +49,14 @@ async def list_changes(request: web.Request) -> web.Response:
             )
         # Newest first (the dashboard's feed): next is the cursor for older events, 0 at the end.
         async with pool_of(request).acquire() as conn:
-            items = await store.list_events_newest(conn, where, before=before, limit=limit)
+            items = await store.list_events(
+                conn, where, cursor=before, newest_first=True, limit=limit
+            )
         more = len(items) == limit
         older = items[-1].id if items and more else 0
         return respond(ChangePage(items=items, next=older, more=more))
     async with pool_of(request).acquire() as conn:
-        items = await store.list_events(conn, where, after=after, limit=limit)
+        items = await store.list_events(conn, where, cursor=after, limit=limit)
     nxt = items[-1].id if items else after
     return respond(ChangePage(items=items, next=nxt, more=len(items) == limit))
 

@@ -20,6 +20,12 @@ CURSOR = Param(
 )
 
 
+def paged(default: int, most: int) -> tuple[Param, Param]:
+    """A cursor-paged route's parameters: the cursor, and a page size up to ``most``."""
+    limit = Param("limit", {"type": "integer", "minimum": 1, "maximum": most, "default": default})
+    return CURSOR, limit
+
+
 def encode(key: list[Any]) -> str:
     return base64.urlsafe_b64encode(msgspec.json.encode(key)).decode().rstrip("=")
 

@@ -51,8 +51,7 @@ ROUTES = [
         params=(
             Param("status", {"type": "string", "enum": ["running", "completed", "cancelled"]}),
             Param("source", {"type": "string"}),
-            cursor.CURSOR,
-            Param("limit", {"type": "integer", "minimum": 1, "maximum": 500, "default": 50}),
+            *cursor.paged(50, 500),
         ),
         response=CursorPage[JobSummary],
         errors=(400, 422),

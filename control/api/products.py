@@ -54,6 +54,14 @@ async def get_product(request: web.Request) -> web.Response:
     return respond(detail)
 
 
+# The filters both product lists take (this offset-paged one and catalog.py's by cursor).
+FILTERS = (
+    Param("source", {"type": "string"}),
+    Param("availability", {"type": "string", "enum": list(get_args(Availability))}),
+    Param("q", {"type": "string"}, "name contains, or exact sku/key"),
+    Param("delisted", {"type": "boolean"}),
+)
+
 ROUTES = [
     Route(
         "GET",
@@ -62,11 +70,8 @@ ROUTES = [
         "List products with filters",
         "products",
         params=(
-            Param("source", {"type": "string"}),
-            Param("availability", {"type": "string", "enum": list(get_args(Availability))}),
+            *FILTERS,
             Param("min_misses", {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}),
-            Param("q", {"type": "string"}, "name contains, or exact sku/key"),
-            Param("delisted", {"type": "boolean"}),
             *PAGING,
         ),
         response=Page[ProductOut],

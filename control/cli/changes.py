@@ -145,7 +145,7 @@ async def cmd_changes(args: argparse.Namespace, settings: Settings) -> int:
 
     where = store.ChangeFilter(source=args.source, since=since(args.since), kinds=args.kind)
     async with TrawlClient(settings, nats=False) as client, (await client.pool()).acquire() as conn:
-        events = await store.list_events(conn, where, after=args.after, limit=args.limit)
+        events = await store.list_events(conn, where, cursor=args.after, limit=args.limit)
     data = [msgspec.to_builtins(e) for e in events]
     emit(args, data, lambda: _print(args.source, data))
     return 0

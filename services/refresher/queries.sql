@@ -309,105 +309,116 @@ ORDER BY id LIMIT $2
 FOR UPDATE SKIP LOCKED
 
 -- name: list_events
--- `trawl changes` and /api/changes: a source's events (all sources when NULL) after a cursor
--- (an event id), since a time, of some kinds, in id order.
-SELECT {product_event} FROM product_events
-WHERE ($1::text IS NULL OR source = $1) AND id > $2
-  AND ($3::timestamptz IS NULL OR at >= $3)
-  AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
-ORDER BY id LIMIT $5
+-- `trawl changes` and /api/changes: a source's events (all sources when NULL), since a time,
+-- of some kinds, from a cursor (an event id $2): in id order after it, or with $6 newest first
+-- before it (0: from the newest; the dashboard's feed). The filters are written once in a CTE
+-- inlined into both branches; each branch keeps its own ORDER BY, so the primary key serves
+-- either direction, and the branch $6 does not ask for is skipped by a one-time filter.
+WITH matching AS NOT MATERIALIZED (
+    SELECT {product_event} FROM product_events
+    WHERE ($1::text IS NULL OR source = $1)
+      AND ($3::timestamptz IS NULL OR at >= $3)
+      AND ($4::text[] IS NULL OR kind = ANY($4::text[])))
+(SELECT * FROM matching WHERE NOT $6::boolean AND id > $2::bigint ORDER BY id LIMIT $5)
+UNION ALL
+(SELECT * FROM matching WHERE $6::boolean AND ($2::bigint = 0 OR id < $2::bigint)
+ ORDER BY id DESC LIMIT $5)
 
--- name: list_events_newest
--- The dashboard's feed: the same events newest first, before a cursor (0: from the newest).
-SELECT {product_event} FROM product_events
-WHERE ($1::text IS NULL OR source = $1) AND ($2::bigint = 0 OR id < $2)
-  AND ($3::timestamptz IS NULL OR at >= $3)
-  AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
-ORDER BY id DESC LIMIT $5
-
--- The dashboard's product list, paged by key set (never OFFSET, which reads every row it
--- skips): one query per sort order, each continuing after the cursor's (sort value, source,
--- key). The filters, each NULL when not asked for: $1 source, $2 availability, $3 text (name
--- contains, or the exact sku or key), $4 changed within this many hours (a snapshot: price,
--- sale price or stock changed), $5 delisted or not. $6..$8 the cursor (value, source, key),
--- $9 the page size. By key the primary key serves the order; the other orders sort the
--- filtered rows (a top-N sort: tens of milliseconds at 100k products), since indexes on
--- price or updated_at would cost the refresher its HOT updates.
--- name: products_by_key
-SELECT {product_out}, key AS sort_value FROM products
-WHERE ($1::text IS NULL OR source = $1)
+-- name: view_filter
+-- The dashboard product list's filters: not a query, but the fragment the five queries
+-- below name in braces (the store fills it in, comments left out).
+-- Each is NULL when not asked for: $1 source, $2 availability, $3 text (name contains, or the
+-- exact sku or key), $4 changed within this many hours (a snapshot: price, sale price or stock
+-- changed), $5 delisted or not, $6 an alert rule targets it or not.
+-- A rule targets a product whose change events it would match (the notifier's rules_for): the
+-- rule's source, and its product key, variant key and GTIN where set, against the event's key
+-- (a variant's is its product's key), variant (a variant's own key; '' for a product) and GTIN.
+-- The rules fall in three sets, each uncorrelated, so hashed once per query and probed per row
+-- (a per-row scan of the rules would cost 100k scans): rules of a whole source; rules naming
+-- only a variant; and the products the rules naming a product or a GTIN pick out, rule by
+-- rule, through the indexes on key, variant_of and gtin (one branch each: a join on the OR of
+-- them would hash on source alone and compare every product with every rule).
+($1::text IS NULL OR source = $1)
   AND ($2::text IS NULL OR availability = $2)
   AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
   AND ($4::int IS NULL OR EXISTS (
         SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
           AND s.observed_at > now() - make_interval(hours => $4)))
   AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
-  AND ($7::text IS NULL OR (source, key) > ($7, $8::text))
-  AND ($6::text IS NULL OR $6::text IS NOT NULL)  -- always true: gives $6 its type
+  AND ($6::boolean IS NULL OR $6 = (
+        source IN (SELECT r.source FROM alert_targets r
+                   WHERE r.product_key IS NULL AND r.variant_key IS NULL AND r.gtin IS NULL)
+        OR (source, CASE WHEN variant_of IS NULL THEN '' ELSE key END) IN (
+            SELECT r.source, r.variant_key FROM alert_targets r
+            WHERE r.product_key IS NULL AND r.gtin IS NULL AND r.variant_key IS NOT NULL)
+        OR (source, key) IN (
+            SELECT t.source, t.key FROM alert_targets r CROSS JOIN LATERAL (
+                SELECT source, key, variant_of, gtin FROM products
+                WHERE source = r.source AND key = r.product_key
+                UNION ALL
+                SELECT source, key, variant_of, gtin FROM products
+                WHERE source = r.source AND variant_of = r.product_key
+                UNION ALL
+                SELECT source, key, variant_of, gtin FROM products
+                WHERE r.product_key IS NULL AND gtin = r.gtin AND source = r.source) t
+            WHERE (r.product_key IS NULL OR r.product_key = coalesce(t.variant_of, t.key))
+              AND (r.variant_key IS NULL
+                   OR r.variant_key = CASE WHEN t.variant_of IS NULL THEN '' ELSE t.key END)
+              AND (r.gtin IS NULL OR r.gtin = t.gtin))))
+
+-- name: products_by_key
+-- The dashboard's product list, paged by key set (never OFFSET, which reads every row it
+-- skips): one query per sort order, each continuing after the cursor's (sort value, source,
+-- key): $7..$9, and $10 the page size (the filters: $1..$6, view_filter above). By key the
+-- primary key serves the order; the other orders sort the filtered rows (a top-N sort: tens
+-- of milliseconds at 100k products), since indexes on price or updated_at would cost the
+-- refresher its HOT updates.
+SELECT {product_out}, key AS sort_value FROM products
+WHERE {view_filter}
+  AND ($8::text IS NULL OR (source, key) > ($8, $9::text))
+  AND ($7::text IS NULL OR $7::text IS NOT NULL)  -- always true: gives $7 its type
 ORDER BY source, key
-LIMIT $9
+LIMIT $10
 
 -- name: products_by_name
 SELECT {product_out}, coalesce(name, '') AS sort_value FROM products
-WHERE ($1::text IS NULL OR source = $1)
-  AND ($2::text IS NULL OR availability = $2)
-  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
-  AND ($4::int IS NULL OR EXISTS (
-        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
-          AND s.observed_at > now() - make_interval(hours => $4)))
-  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
-  AND ($7::text IS NULL OR (coalesce(name, ''), source, key) > ($6::text, $7, $8::text))
+WHERE {view_filter}
+  AND ($8::text IS NULL OR (coalesce(name, ''), source, key) > ($7::text, $8, $9::text))
 ORDER BY coalesce(name, ''), source, key
-LIMIT $9
+LIMIT $10
 
 -- name: products_by_price
 -- Products without a price sort last ('Infinity').
 SELECT {product_out}, coalesce(price, 'Infinity')::text AS sort_value FROM products
-WHERE ($1::text IS NULL OR source = $1)
-  AND ($2::text IS NULL OR availability = $2)
-  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
-  AND ($4::int IS NULL OR EXISTS (
-        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
-          AND s.observed_at > now() - make_interval(hours => $4)))
-  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
-  AND ($7::text IS NULL
-       OR (coalesce(price, 'Infinity'), source, key) > ($6::numeric, $7, $8::text))
+WHERE {view_filter}
+  AND ($8::text IS NULL
+       OR (coalesce(price, 'Infinity'), source, key) > ($7::numeric, $8, $9::text))
 ORDER BY coalesce(price, 'Infinity'), source, key
-LIMIT $9
+LIMIT $10
 
 -- name: products_by_updated
 -- Most recently updated first.
 SELECT {product_out}, updated_at::text AS sort_value FROM products
-WHERE ($1::text IS NULL OR source = $1)
-  AND ($2::text IS NULL OR availability = $2)
-  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
-  AND ($4::int IS NULL OR EXISTS (
-        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
-          AND s.observed_at > now() - make_interval(hours => $4)))
-  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
-  AND ($7::text IS NULL OR (updated_at, source, key) < ($6::timestamptz, $7, $8::text))
+WHERE {view_filter}
+  AND ($8::text IS NULL OR (updated_at, source, key) < ($7::timestamptz, $8, $9::text))
 ORDER BY updated_at DESC, source DESC, key DESC
-LIMIT $9
+LIMIT $10
 
 -- name: count_view_products
 -- How many products the list's filters match (the first page shows it).
-SELECT count(*) FROM products
-WHERE ($1::text IS NULL OR source = $1)
-  AND ($2::text IS NULL OR availability = $2)
-  AND ($3::text IS NULL OR name ILIKE '%' || $3 || '%' OR sku = $3 OR key = $3)
-  AND ($4::int IS NULL OR EXISTS (
-        SELECT 1 FROM snapshots s WHERE s.source = products.source AND s.key = products.key
-          AND s.observed_at > now() - make_interval(hours => $4)))
-  AND ($5::boolean IS NULL OR (delisted_at IS NOT NULL) = $5)
+SELECT count(*) FROM products WHERE {view_filter}
 
 -- name: product_history
--- A product's snapshots from a cursor (observed_at, id) on, oldest first, each with the page
--- its job stored for the product's URL and the page stored before it (the previous crawl), so
--- the dashboard can open the raw page and its diff. A 304 stores nothing: both stay NULL.
+-- A product's snapshots and its variants' (the rows whose variant_of is its key), from a cursor
+-- (observed_at, id) on, oldest first, each with its variant's key (NULL: the product's own)
+-- and with the page its job stored for the row's URL and the page stored before it (the
+-- previous crawl), so the dashboard can open the raw page and its diff. A 304 stores nothing:
+-- both stay NULL.
 SELECT s.id, s.job_id, s.price, s.sale_price, s.currency, s.availability, s.observed_at,
+       CASE WHEN p.variant_of IS NOT NULL THEN p.key END AS variant_key,
        cur.ref AS payload_ref, prev.ref AS previous_ref
-FROM snapshots s
-JOIN products p ON p.source = s.source AND p.key = s.key
+FROM products p
+JOIN snapshots s ON s.source = p.source AND s.key = p.key
 LEFT JOIN LATERAL (
     SELECT fp.ref, fp.fetched_at FROM frontier_payloads fp
     WHERE fp.url = p.url AND fp.job_id = s.job_id
@@ -416,10 +427,14 @@ LEFT JOIN LATERAL (
     SELECT fp.ref FROM frontier_payloads fp
     WHERE fp.url = p.url AND fp.fetched_at < cur.fetched_at
     ORDER BY fp.fetched_at DESC LIMIT 1) prev ON true
-WHERE s.source = $1 AND s.key = $2
+WHERE p.source = $1 AND (p.key = $2 OR p.variant_of = $2)
   AND ($3::timestamptz IS NULL OR (s.observed_at, s.id) > ($3, $4::bigint))
 ORDER BY s.observed_at, s.id
 LIMIT $5
+
+-- name: product_variants
+-- A product's variants as they are now, by key (the series of its history chart).
+SELECT {product_out} FROM products WHERE source = $1 AND variant_of = $2 ORDER BY key
 
 -- name: match_products
 -- Products that share a GTIN or an MPN, across sources, cheapest first.

@@ -56,8 +56,16 @@ def _render(sql: str, fragments: Mapping[str, str]) -> str:
     return _FRAGMENT.sub(lambda m: fragments.get(m[1], m[0]), sql)
 
 
+def _uncommented(sql: str) -> str:
+    return "\n".join(line for line in sql.splitlines() if not line.lstrip().startswith("--"))
+
+
 _FILE = Queries(Path(__file__).with_name("queries.sql"))
-_Q: dict[str, str] = {name: _render(sql, columns.FRAGMENTS) for name, sql in _FILE.items()}
+# view_filter is no query but the product list's WHERE clause, written once for its five.
+_FRAGMENTS = {**columns.FRAGMENTS, "view_filter": _uncommented(_FILE["view_filter"])}
+_Q: dict[str, str] = {
+    name: _render(sql, _FRAGMENTS) for name, sql in _FILE.items() if name != "view_filter"
+}
 # The two upserts cast staged values to the products columns' types, read from the catalog
 # on first use (once per process: the schema does not change under a running service).
 _CAST = ("upsert_products", "replay_products")
@@ -192,19 +200,17 @@ class ChangeFilter:
 
 
 async def list_events(
-    conn: Conn, where: ChangeFilter, *, after: int = 0, limit: int = 100
+    conn: Conn,
+    where: ChangeFilter,
+    *,
+    cursor: int = 0,
+    newest_first: bool = False,
+    limit: int = 100,
 ) -> list[ProductChange]:
-    """Events after the cursor ``after`` (an event id), in id order."""
-    rows = await conn.fetch(_Q["list_events"], where.source, after, where.since, where.kinds, limit)
-    return [_event(r) for r in rows]
-
-
-async def list_events_newest(
-    conn: Conn, where: ChangeFilter, *, before: int = 0, limit: int = 100
-) -> list[ProductChange]:
-    """Events before the cursor ``before`` (0: from the newest), newest first."""
+    """Events after the cursor (an event id) in id order; or, ``newest_first``, before it
+    (0: from the newest) newest first."""
     rows = await conn.fetch(
-        _Q["list_events_newest"], where.source, before, where.since, where.kinds, limit
+        _Q["list_events"], where.source, cursor, where.since, where.kinds, limit, newest_first
     )
     return [_event(r) for r in rows]
 
@@ -417,6 +423,7 @@ class ViewFilter:
     text: str | None = None  # name contains it, or the exact sku or key
     changed_within_hours: int | None = None  # a price, sale price or stock change since
     delisted: bool | None = None
+    has_alerts: bool | None = None  # an alert rule targets it (the product or its variant)
 
     def args(self) -> tuple[Any, ...]:
         return (
@@ -425,6 +432,7 @@ class ViewFilter:
             self.text,
             self.changed_within_hours,
             self.delisted,
+            self.has_alerts,
         )
 
 
@@ -465,14 +473,19 @@ async def product(conn: Conn, source: str, key: str) -> ProductOut | None:
 async def product_history(
     conn: Conn, source: str, key: str, *, after: tuple[Any, int] | None, limit: int
 ) -> tuple[list[HistoryPoint], tuple[Any, int] | None]:
-    """The product's snapshots after ``after`` (observed_at, snapshot id), oldest first, and
-    the cursor of the next page."""
+    """The snapshots of the product and of its variants after ``after`` (observed_at, snapshot
+    id), oldest first, and the cursor of the next page."""
     at, snapshot_id = after or (None, None)
     rows = await conn.fetch(_Q["product_history"], source, key, at, snapshot_id, limit + 1)
     more = len(rows) > limit
     rows = rows[:limit]
     points = [HistoryPoint(**{k: _shown(v) for k, v in r.items() if k != "id"}) for r in rows]
     return points, (rows[-1]["observed_at"], rows[-1]["id"]) if more else None
+
+
+async def product_variants(conn: Conn, source: str, key: str) -> list[ProductOut]:
+    """The product's variants (rows whose ``variant_of`` is its key), by key."""
+    return [_product(r) for r in await conn.fetch(_Q["product_variants"], source, key)]
 
 
 async def match_products(conn: Conn, gtin: str | None, mpn: str | None) -> list[ProductOut]:

@@ -112,7 +112,7 @@ async def test_change_events_once_each(env, settings, pool, nc, tmp_path: Path):
                 cursor = 0
                 seen = 0
                 while page := await store.list_events(
-                    conn, store.ChangeFilter(source="demo-shop"), after=cursor, limit=7
+                    conn, store.ChangeFilter(source="demo-shop"), cursor=cursor, limit=7
                 ):
                     seen += len(page)
                     cursor = page[-1].id

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from schemas.read import AlertRuleIn
+from services.notifier import store as notifier_store
 from tests.integration.test_api import WRITE, Api, running_api
 
 AUTH = {"Authorization": f"Bearer {WRITE}"}
@@ -172,6 +174,71 @@ async def test_products_walk_by_cursor_filters_and_sorts(api: Api, pool) -> None
         assert status == expected, (bad, body)
 
 
+async def test_has_alerts_lists_the_products_rules_target(api: Api, pool) -> None:
+    """The filter agrees with the notifier's own matching (rules_for): a product has alerts
+    exactly when some rule would match a change event of it."""
+    await _seed(pool)
+    async with pool.acquire() as conn:
+        await conn.executemany(
+            "INSERT INTO products (source, key, variant_of, name, price, currency, gtin)"
+            " VALUES ('a', $1, $2, $1, 10, 'EUR', $3)",
+            [
+                ("k010#s", "k010", None),
+                ("k010#m", "k010", None),
+                ("k020#m", "k020", None),
+                ("k020#l", "k020", "g-var"),
+            ],
+        )
+        for scope in (
+            {"source": "b"},  # a whole source
+            {"source": "a", "product_key": "k010"},  # a product and its variants
+            {"source": "a", "variant_key": "k020#m"},  # one variant
+            {"source": "a", "gtin": "g2"},
+            {"source": "a", "gtin": "g-var"},  # a variant's own GTIN
+            {"source": "a", "product_key": "k030", "gtin": "g-none"},  # both must hold
+            {"source": "nowhere"},
+        ):
+            await notifier_store.add_rule(
+                conn,
+                AlertRuleIn(condition="change", webhook="http://127.0.0.9:9/hook", **scope),
+            )
+        expected = set()
+        for row in await conn.fetch("SELECT source, key, variant_of, gtin FROM products"):
+            variant_of = row["variant_of"]
+            key, variant = (variant_of, row["key"]) if variant_of else (row["key"], "")
+            if await notifier_store.rules_for(conn, row["source"], key, variant, row["gtin"]):
+                expected.add((row["source"], row["key"]))
+        total = await conn.fetchval("SELECT count(*) FROM products")
+    assert expected == {
+        ("b", "x0"),
+        ("b", "x1"),
+        ("a", "k010"),
+        ("a", "k010#s"),
+        ("a", "k010#m"),
+        ("a", "k020#m"),
+        ("a", "k020#l"),
+        ("a", "k002"),
+    }
+    for sort in ("key", "price"):
+        got: list[tuple[str, str]] = []
+        cursor = None
+        while True:
+            path = f"/api/catalog/products?has_alerts=true&sort={sort}&limit=3"
+            status, page, _ = await api.call("GET", path + (f"&cursor={cursor}" if cursor else ""))
+            assert status == 200, page
+            if cursor is None:
+                assert page["total"] == len(expected)
+            got += [(p["source"], p["key"]) for p in page["items"]]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        assert sorted(got) == sorted(expected) and len(got) == len(expected), sort
+    status, page, _ = await api.call("GET", "/api/catalog/products?has_alerts=false&limit=1")
+    assert page["total"] == total - len(expected)
+    status, page, _ = await api.call("GET", "/api/catalog/products?has_alerts=true&source=b")
+    assert [p["key"] for p in page["items"]] == ["x0", "x1"]
+
+
 async def test_history_links_each_change_to_its_job_and_pages(api: Api, pool) -> None:
     jobs = await _seed(pool)
     status, body, _ = await api.call("GET", "/api/products/a/k001/history")
@@ -192,6 +259,63 @@ async def test_history_links_each_change_to_its_job_and_pages(api: Api, pool) ->
     assert [p["price"] for p in rest["points"]] == ["11"] and rest["next_cursor"] is None
     status, _, _ = await api.call("GET", "/api/products/a/nope/history")
     assert status == 404
+
+
+async def test_history_carries_each_variants_series(api: Api, pool) -> None:
+    jobs = await _seed(pool)
+    async with pool.acquire() as conn:
+        await conn.executemany(
+            "INSERT INTO products (source, key, variant_of, name, price, currency, availability,"
+            " url, attributes) VALUES ('a', $1, 'k001', $1, $2, 'EUR', $3,"
+            " 'http://127.0.0.2:9/p/1', $4)",
+            [("k001#s", 12, "in_stock", {"size": "S"}), ("k001#m", 14, "out_of_stock", {})],
+        )
+        # A variant of another product: not k001's.
+        await conn.execute(
+            "INSERT INTO products (source, key, variant_of, price)"
+            " VALUES ('a', 'k002#s', 'k002', 1)"
+        )
+        for key, job, price, stock, minutes in (
+            ("k001#s", jobs["job1"], 22, "in_stock", 110),
+            ("k001#m", jobs["job2"], 14, "out_of_stock", 55),
+            ("k002#s", jobs["job2"], 1, "in_stock", 55),
+        ):
+            await conn.execute(
+                "INSERT INTO snapshots (source, key, job_id, price, currency, availability,"
+                " observed_at) VALUES ('a', $1, $2, $3, 'EUR', $4,"
+                " now() - make_interval(mins => $5))",
+                key,
+                job,
+                price,
+                stock,
+                minutes,
+            )
+    status, body, _ = await api.call("GET", "/api/products/a/k001/history")
+    assert status == 200, body
+    assert [v["key"] for v in body["variants"]] == ["k001#m", "k001#s"]
+    assert body["variants"][1]["attributes"] == {"size": "S"}
+    series = sorted((p["variant_key"] or "", p["price"], p["job_id"]) for p in body["points"])
+    assert series == sorted(
+        [
+            ("", "20", jobs["job1"]),
+            ("", "11", jobs["job2"]),
+            ("k001#s", "22", jobs["job1"]),
+            ("k001#m", "14", jobs["job2"]),
+        ]
+    )
+    # A variant's point links the page its job stored, like the product's own.
+    refs = {(p["variant_key"], p["payload_ref"], p["previous_ref"]) for p in body["points"]}
+    assert ("k001#m", "js:bb", "js:aa") in refs
+    # Paged by one, the cursor still walks every series once.
+    seen, cursor = [], None
+    while True:
+        path = "/api/products/a/k001/history?limit=1" + (f"&cursor={cursor}" if cursor else "")
+        status, page, _ = await api.call("GET", path)
+        seen += page["points"]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert len(seen) == 4 and seen == body["points"]
 
 
 async def test_match_by_gtin_across_sources(api: Api, pool) -> None:

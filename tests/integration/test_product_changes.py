@@ -92,8 +92,14 @@ async def test_cursor_pages_and_filters(pool) -> None:
         await apply_results(conn, [result(f"{i}.1", 1, key=f"K{i}") for i in range(1, 6)])
         where = store.ChangeFilter(source="s")
         page = await store.list_events(conn, where, limit=2)
-        rest = await store.list_events(conn, where, after=page[-1].id, limit=10)
+        rest = await store.list_events(conn, where, cursor=page[-1].id, limit=10)
         assert [e.key for e in page + rest] == [f"K{i}" for i in range(1, 6)]
+        # Newest first: before a cursor (0: from the newest), the same filters.
+        newest = await store.list_events(conn, where, newest_first=True, limit=2)
+        older = await store.list_events(
+            conn, where, cursor=newest[-1].id, newest_first=True, limit=10
+        )
+        assert [e.key for e in newest + older] == [f"K{i}" for i in range(5, 0, -1)]
         assert (
             await store.list_events(conn, store.ChangeFilter(source="s", kinds=["delisted"])) == []
         )

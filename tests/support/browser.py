@@ -106,10 +106,27 @@ class Browser:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
 
+    async def press(self, key: str, *, shift: bool = False) -> None:
+        """A key as the keyboard sends it (down, then up): Tab moves the focus, Enter follows
+        a focused link, letters reach the page's key handlers."""
+        code, text = _KEYS[key] if key in _KEYS else (ord(key.upper()), key)
+        params: dict[str, Any] = {"key": key, "windowsVirtualKeyCode": code}
+        if shift:
+            params["modifiers"] = 8
+        if text:
+            await self.send("Input.dispatchKeyEvent", type="keyDown", text=text, **params)
+        else:
+            await self.send("Input.dispatchKeyEvent", type="rawKeyDown", **params)
+        await self.send("Input.dispatchKeyEvent", type="keyUp", **params)
+
     async def screenshot(self, path: Path) -> Path:
         shot = await self.send("Page.captureScreenshot", format="png", captureBeyondViewport=True)
         await asyncio.to_thread(_write, path, base64.b64decode(shot["data"]))
         return path
+
+
+# Keys with no text of their own: (virtual key code, text).
+_KEYS = {"Enter": (13, "\r"), "Tab": (9, ""), "Escape": (27, "")}
 
 
 def _write(path: Path, data: bytes) -> None:

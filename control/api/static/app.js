@@ -49,8 +49,30 @@ function cell(text, cls) {
   return td;
 }
 
+function linkCell(href, text) {
+  const td = document.createElement("td");
+  const a = document.createElement("a");
+  a.href = href;
+  a.textContent = String(text);
+  td.append(a);
+  return td;
+}
+
+// Focus a list's item (a row, a diff hunk): its link, else the item itself, which only a
+// script can focus (it is no tab stop).
+function focusItem(item, scroll) {
+  item.parentNode.querySelectorAll(":scope > .current").forEach((r) => r.classList.remove("current"));
+  item.classList.add("current");
+  const target = item.querySelector("a[href]") || item;
+  if (target === item) item.tabIndex = -1;
+  target.focus({ preventScroll: !scroll });
+  if (scroll) target.scrollIntoView({ block: "nearest" });
+}
+
+// Redraws a table's rows; a focused row keeps its place (the overview redraws every tick).
 function fill(id, rows, render, emptyText) {
   const body = $("#" + id + " tbody");
+  const focused = [...body.rows].findIndex((r) => r.contains(document.activeElement));
   body.replaceChildren();
   if (!rows.length) {
     const tr = document.createElement("tr");
@@ -66,6 +88,7 @@ function fill(id, rows, render, emptyText) {
     render(row, tr);
     body.append(tr);
   }
+  if (focused >= 0) focusItem(body.rows[Math.min(focused, body.rows.length - 1)], false);
 }
 
 function ago(iso) {
@@ -90,7 +113,7 @@ function renderJobs(page) {
     bar.dataset.total = total;
     const td = document.createElement("td");
     td.append(bar, " " + (total ? Math.round((100 * done) / total) : 0) + "%");
-    tr.append(cell(job.id), cell(job.source), cell(job.kind + (job.paused ? " (paused)" : "")),
+    tr.append(linkCell("#/job/" + job.id, job.id), cell(job.source), cell(job.kind + (job.paused ? " (paused)" : "")),
       td, cell(done + " / " + total), cell(c.products || 0),
       cell(c.failed || 0, c.failed ? "bad" : ""), cell(job.rate_per_min));
   }, "no running job");
@@ -127,7 +150,8 @@ function renderWorkers(workers) {
 
 function renderFailures(failures) {
   fill("failures", failures, (f, tr) => {
-    tr.append(cell(ago(f.recorded_at)), cell(f.job_id), cell(f.outcome, "bad"), cell(f.status),
+    tr.append(cell(ago(f.recorded_at)), f.job_id ? linkCell("#/job/" + f.job_id, f.job_id) : cell(""),
+      cell(f.outcome, "bad"), cell(f.status),
       cell(f.url, "wrap"), cell(f.error, "wrap"));
   });
 }
@@ -152,27 +176,35 @@ function loggedIn() {
   $("#logout").hidden = !token();
 }
 
+// Each table is drawn as soon as its answer comes, so the quick ones do not wait for the
+// slowest: the workers' scatter-gather listens 400 ms for replies (control/api/workers.py).
+// The page is ready (data-ready, the mark) once every table is.
 async function refresh() {
-  try {
-    const [jobs, streams, domains, workers, failures, dlq] = await Promise.all([
-      api("/api/jobs?status=running&limit=20"),
-      api("/api/streams"),
-      api("/api/domains?limit=50"),
-      api("/api/workers"),
-      api("/api/jobs/failures?limit=10"),
-      api("/api/dlq?limit=10"),
-    ]);
+  const overview = () => typeof current === "undefined" || current.name === "overview";
+  let shown = false;
+  const draw = async (path, render) => {
+    const body = await api(path);
     // Answers that come back after the reader moved to another page (views.js's `current`)
     // must not pull the overview back over it, nor mark it ready.
-    if (typeof current !== "undefined" && current.name !== "overview") return;
-    renderJobs(jobs);
-    renderStreams(streams);
-    renderDomains(domains);
-    renderWorkers(workers);
-    renderFailures(failures);
-    renderDlq(dlq);
-    loggedIn();
-    $("#board").hidden = false;
+    if (!overview()) return;
+    render(body);
+    if (!shown) {
+      shown = true;
+      loggedIn();
+      $("#board").hidden = false;
+      performance.mark("rows:overview");
+    }
+  };
+  try {
+    await Promise.all([
+      draw("/api/jobs?status=running&limit=20", renderJobs),
+      draw("/api/streams", renderStreams),
+      draw("/api/domains?limit=50", renderDomains),
+      draw("/api/workers", renderWorkers),
+      draw("/api/jobs/failures?limit=10", renderFailures),
+      draw("/api/dlq?limit=10", renderDlq),
+    ]);
+    if (!overview()) return;
     $("#status").textContent = "updated " + new Date().toLocaleTimeString();
     document.body.dataset.refreshed = String(Date.now());
     document.body.dataset.ready = "overview";

@@ -38,7 +38,7 @@ function table(id, heads, rows, render, emptyText) {
     render(row, tr);
     tbody.append(tr);
   }
-  return h("table", { id }, thead, tbody);
+  return h("table", { id, "data-list": true }, thead, tbody);
 }
 
 function td(text, cls) { return cell(text, cls); }
@@ -64,7 +64,7 @@ function css(name) { return getComputedStyle(document.documentElement).getProper
 const SERIES = ["--series-1", "--series-2", "--series-3", "--series-4", "--series-5", "--series-6"];
 
 function setPage(name, ...children) {
-  view.replaceChildren(...children);
+  view.replaceChildren(...children.filter((c) => c)); // a section a page may leave out is null
   view.hidden = false;
   $("#board").hidden = true;
   document.body.dataset.view = name;
@@ -132,26 +132,56 @@ function chart(box, title, series, data, opts) {
   return plot;
 }
 
-// Keyboard: j/k move through the rows of the page's main table, Enter opens the row's link,
-// "/" focuses the page's search box. Links and buttons are ordinary tab stops as well.
+// Keyboard: j/k move through the items of a list (a table's rows, a diff's hunks), Enter
+// opens the item's link, "/" focuses the page's search box. Links and buttons are ordinary tab
+// stops as well. Lists are marked data-list (table() marks every table); j/k work in the list
+// that holds the focus, else in the page's data-main list, else its first list with items.
+function listItems(list) {
+  const items = list.tagName === "TABLE" ? list.querySelectorAll("tbody tr:not(.empty)") : list.querySelectorAll("[data-item]");
+  return [...items];
+}
+function visibleLists() {
+  const area = view.hidden ? $("#board") : view;
+  return area.hidden ? [] : [...area.querySelectorAll("[data-list]")].filter((l) => listItems(l).length);
+}
+function moveInList(step) {
+  const lists = visibleLists();
+  const list = lists.find((l) => l.contains(document.activeElement))
+    || lists.find((l) => l.hasAttribute("data-main")) || lists[0];
+  if (!list) return false;
+  const items = listItems(list);
+  const at = items.findIndex((r) => r.contains(document.activeElement));
+  focusItem(items[at < 0 ? 0 : Math.max(0, Math.min(items.length - 1, at + step))], true);
+  return true;
+}
 document.addEventListener("keydown", (ev) => {
   const tag = (ev.target.tagName || "").toLowerCase();
   if (["input", "select", "textarea"].includes(tag) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
   if (ev.key === "/") {
-    const search = view.querySelector("input[type=search]");
+    const search = view.hidden ? null : view.querySelector("input[type=search]");
     if (search) { ev.preventDefault(); search.focus(); }
     return;
   }
-  if (ev.key !== "j" && ev.key !== "k") return;
-  const rows = [...view.querySelectorAll("table[data-main] tbody tr")].filter((r) => r.querySelector("a"));
-  if (!rows.length) return;
-  const at = rows.findIndex((r) => r.contains(document.activeElement));
-  const next = ev.key === "j" ? Math.min(at + 1, rows.length - 1) : Math.max(at - 1, 0);
-  rows.forEach((r) => r.classList.remove("current"));
-  rows[next].classList.add("current");
-  rows[next].querySelector("a").focus();
-  ev.preventDefault();
+  if (ev.key === "Enter" && ev.target.matches && ev.target.matches("[data-list] tr, [data-item]")) {
+    const a = ev.target.querySelector("a[href]");
+    if (a) { ev.preventDefault(); a.click(); }
+    return;
+  }
+  if ((ev.key === "j" || ev.key === "k") && moveInList(ev.key === "j" ? 1 : -1)) ev.preventDefault();
 });
+
+// A live page redraws itself whole: the focused item of a list keeps its place.
+function focusedItem() {
+  const list = document.activeElement && document.activeElement.closest("[data-list][id]");
+  if (!list) return null;
+  return { id: list.id, index: listItems(list).findIndex((r) => r.contains(document.activeElement)) };
+}
+function refocus(kept) {
+  if (!kept || kept.index < 0) return;
+  const list = document.getElementById(kept.id);
+  const items = list ? listItems(list) : [];
+  if (items.length) focusItem(items[Math.min(kept.index, items.length - 1)], false);
+}
 
 // -- Products ---------------------------------------------------------------------------------
 const AVAILABILITY = ["in_stock", "out_of_stock", "preorder", "backorder", "limited", "discontinued", "unknown"];
@@ -172,12 +202,15 @@ async function productsPage(gen) {
   h("label", {}, "Changed", h("select", { name: "changed_within" }, h("option", { value: "" }, "any time"),
     [[1, "last hour"], [24, "last day"], [168, "last week"]].map(([v, t]) =>
       h("option", { value: v, selected: p.get("changed_within") === String(v) }, t)))),
+  h("label", {}, "Alerts", h("select", { name: "has_alerts" }, h("option", { value: "" }, "any"),
+    [["true", "with alerts"], ["false", "without"]].map(([v, t]) =>
+      h("option", { value: v, selected: p.get("has_alerts") === v }, t)))),
   h("label", {}, "Sort", h("select", { name: "sort" },
     [["key", "source, key"], ["name", "name"], ["price", "price"], ["updated", "recently updated"]].map(([v, t]) =>
       h("option", { value: v, selected: (p.get("sort") || "key") === v }, t)))),
   h("button", { type: "submit" }, "Apply"));
   const q = new URLSearchParams();
-  for (const k of ["q", "source", "availability", "changed_within", "sort", "cursor"]) {
+  for (const k of ["q", "source", "availability", "changed_within", "has_alerts", "sort", "cursor"]) {
     if (p.get(k)) q.set(k, p.get(k));
   }
   q.set("limit", "50");
@@ -208,7 +241,7 @@ async function productsPage(gen) {
     q.set("total", "true");
     q.set("limit", "1");
     const counted = await api("/api/catalog/products?" + q);
-    if (gen === generation) $("#products-total").textContent = counted.total.toLocaleString() + " products";
+    if (gen === generation) $("#products-total").textContent = counted.total.toLocaleString() + (counted.total === 1 ? " product" : " products");
   }
 }
 
@@ -221,7 +254,8 @@ async function productPage(gen, source, key) {
     hist = await api(base + "?cursor=" + encodeURIComponent(hist.next_cursor));
     points.push(...hist.points);
   }
-  const product = hist.product;
+  const product = hist.product, variants = hist.variants || [];
+  const label = variantLabels(product, variants);
   await loadUplot();
   if (gen !== generation) return;
   const box = h("div", { class: "chart", id: "price-chart", role: "img",
@@ -234,61 +268,80 @@ async function productPage(gen, source, key) {
       .filter(([, v]) => v).map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
   const changes = table("changes", ["when", "job", ["price", "num"], ["sale", "num"], "availability", "variant", "page"],
     points.slice().reverse(), (pt, tr) => {
-      const open = pt.payload_ref ? h("button", { type: "button", onclick: () => showPage(pagePanel, pt.payload_ref) }, "raw") : null;
-      const diff = pt.payload_ref && pt.previous_ref
-        ? h("button", { type: "button", onclick: () => showDiff(pagePanel, pt.previous_ref, pt.payload_ref) }, "diff") : null;
+      const open = pt.payload_ref ? h("button", { type: "button",
+        onclick: (ev) => showPage(pagePanel, pt.payload_ref, ev.currentTarget) }, "raw") : null;
+      const diff = pt.payload_ref && pt.previous_ref ? h("button", { type: "button",
+        onclick: (ev) => showDiff(pagePanel, pt.previous_ref, pt.payload_ref, ev.currentTarget) }, "diff") : null;
       tr.append(td(when(pt.observed_at)), h("td", {}, pt.job_id ? link("#/job/" + pt.job_id, "#" + pt.job_id) : ""),
         td(money(pt.price, pt.currency), "num"), td(money(pt.sale_price, pt.currency), "num"),
-        td((pt.availability || "").replaceAll("_", " "), stockClass(pt.availability)), td(pt.variant_key || ""),
+        td((pt.availability || "").replaceAll("_", " "), stockClass(pt.availability)),
+        td(pt.variant_key ? label(pt.variant_key) : ""),
         h("td", {}, open, " ", diff));
     }, "no change recorded");
   changes.dataset.main = "";
+  const variantRows = variants.length ? h("section", {}, h("h2", {}, "Variants"),
+    table("variants", ["variant", "key", ["price", "num"], ["sale", "num"], "availability"], variants, (v, tr) => {
+      tr.append(td(label(v.key)), h("td", {}, link(productHref(v), v.key)), td(money(v.price, v.currency), "num"),
+        td(money(v.sale_price, v.currency), "num"),
+        td((v.availability || "").replaceAll("_", " "), stockClass(v.availability)));
+    })) : null;
   setPage("product", h("section", {},
     h("h2", {}, product.name || product.key, " ", product.url ? h("a", { href: product.url, rel: "noreferrer", target: "_blank" }, "↗") : ""),
     facts, box),
+  variantRows,
   h("section", {}, h("h2", {}, "Changes"), changes, pagePanel));
-  drawHistory(box, product, points);
+  drawHistory(box, product, points, label);
   ready("product");
 }
 
-// Price and sale price as stepped lines (one pair per variant when history rows carry one),
-// stock as shaded bands where the product (or any variant) was not in stock.
-function drawHistory(box, product, points) {
+// A variant's name on the chart and in the tables: its attributes (size, colour), else its
+// key after the product's ("P1#P1-2" → "P1-2").
+function variantLabels(product, variants) {
+  const names = new Map(variants.map((v) => {
+    const attrs = Object.values(v.attributes || {}).join(" / ");
+    return [v.key, attrs || v.key.replace(product.key + "#", "")];
+  }));
+  return (key) => names.get(key) || key.replace(product.key + "#", "");
+}
+
+// Stepped lines: a price holds until the next snapshot changes it. The product's own price and
+// sale price, then one series per variant, the price paid (its sale price when it has one,
+// as the change events count it): two lines a variant would double the legend for little.
+// Stock as shaded bands where the product was not in stock (its own snapshots: it is in stock
+// while any variant is).
+function drawHistory(box, product, points, label) {
   const now = Date.now() / 1000;
-  const variants = [...new Set(points.map((p) => p.variant_key || ""))];
-  const xs = [...new Set(points.map((p) => Date.parse(p.observed_at) / 1000))].sort((a, b) => a - b);
+  const t = (p) => Date.parse(p.observed_at) / 1000;
+  const xs = [...new Set(points.map(t))].sort((a, b) => a - b);
   if (!xs.length || xs[xs.length - 1] < now) xs.push(now); // the last state holds until now
   const index = new Map(xs.map((x, i) => [x, i]));
-  const series = [{}];
-  const data = [xs];
-  const stock = xs.map(() => "in_stock");
-  variants.forEach((variant, vi) => {
-    const price = xs.map(() => null), sale = xs.map(() => null);
-    let last = null;
-    for (const p of points.filter((q) => (q.variant_key || "") === variant)) {
-      const i = index.get(Date.parse(p.observed_at) / 1000);
-      price[i] = p.price === null ? null : Number(p.price);
-      sale[i] = p.sale_price === null ? null : Number(p.sale_price);
-      if (p.availability && p.availability !== "in_stock") stock[i] = p.availability;
-      last = p;
-    }
-    if (last) { // carry the last state to now
-      price[xs.length - 1] = price[xs.length - 1] ?? (last.price === null ? null : Number(last.price));
-      sale[xs.length - 1] = sale[xs.length - 1] ?? (last.sale_price === null ? null : Number(last.sale_price));
-    }
-    const suffix = variant ? " · " + variant : "";
-    const colour = css(SERIES[(2 * vi) % SERIES.length]), colour2 = css(SERIES[(2 * vi + 1) % SERIES.length]);
-    series.push({ label: "price" + suffix, stroke: colour, width: 2, spanGaps: true,
-      paths: uPlot.paths.stepped({ align: 1 }), points: { show: true, size: 6 } });
-    series.push({ label: "sale price" + suffix, stroke: colour2, width: 2, dash: [6, 4], spanGaps: true,
-      paths: uPlot.paths.stepped({ align: 1 }), points: { show: true, size: 6 } });
-    data.push(price, sale);
+  const num = (v) => (v === null || v === undefined ? null : Number(v));
+  // One array per line, the value at each snapshot's time and carried on to now.
+  const line = (pts, value) => {
+    const ys = xs.map(() => null);
+    for (const p of pts) ys[index.get(t(p))] = num(value(p));
+    if (pts.length && ys[xs.length - 1] === null) ys[xs.length - 1] = num(value(pts[pts.length - 1]));
+    return ys;
+  };
+  const stepped = (label, colour, extra) => Object.assign({ label, stroke: css(colour), width: 2, spanGaps: true,
+    paths: uPlot.paths.stepped({ align: 1 }), points: { show: true, size: 6 } }, extra || {});
+  const own = points.filter((p) => !p.variant_key);
+  const series = [{}], data = [xs];
+  if (own.length) {
+    series.push(stepped("price", SERIES[0]), stepped("sale price", SERIES[1], { dash: [6, 4] }));
+    data.push(line(own, (p) => p.price), line(own, (p) => p.sale_price));
+  }
+  const keys = [...new Set(points.filter((p) => p.variant_key).map((p) => p.variant_key))].sort();
+  keys.forEach((key, i) => {
+    series.push(stepped(label(key), SERIES[(i + 2) % SERIES.length]));
+    data.push(line(points.filter((p) => p.variant_key === key), (p) => p.sale_price ?? p.price));
   });
   // Availability between snapshots: a state holds until the next snapshot says otherwise.
+  const stockOf = own.length ? own : points;
   const avail = [];
   let state = null;
   for (let i = 0; i < xs.length; i++) {
-    const at = points.filter((p) => Date.parse(p.observed_at) / 1000 === xs[i]);
+    const at = stockOf.filter((p) => t(p) === xs[i]);
     if (at.length) state = at.some((p) => p.availability === "in_stock") ? "in_stock" : at[0].availability;
     avail.push(state);
   }
@@ -306,25 +359,52 @@ function drawHistory(box, product, points) {
   chart(box, (product.currency ? product.currency + " · " : "") + "price history", series, data,
     { hooks: { drawClear: [bands] } });
   box.dataset.bands = String(avail.filter((a) => a && a !== "in_stock").length);
+  box.dataset.series = String(series.length - 1);
 }
 
-async function showPage(panel, ref) {
+// The stored page and the diff open below the changes, take the focus (so j/k walk the diff's
+// hunks at once), and Escape hands it back to the button that opened them.
+function openPanel(panel, opener, ...children) {
+  panel.replaceChildren(...children.filter((c) => c));
+  panel.onkeydown = (ev) => { if (ev.key === "Escape" && opener) { ev.preventDefault(); opener.focus(); } };
+  const first = panel.querySelector("[tabindex]");
+  if (first) first.focus();
+}
+
+async function showPage(panel, ref, opener) {
   panel.replaceChildren(h("p", { class: "muted" }, "loading " + ref + "…"));
   try {
     const text = await (await request("/api/payloads/" + encodeURIComponent(ref) + "/data")).text();
     // Shown as text, never rendered: a stored page must not run on the dashboard's origin.
-    panel.replaceChildren(h("h2", {}, "Stored page ", h("code", {}, ref)),
-      h("pre", { class: "page", id: "raw-page", tabindex: 0 }, text.slice(0, 200000)));
+    openPanel(panel, opener, h("h2", {}, "Stored page ", h("code", {}, ref)),
+      h("pre", { class: "page", id: "raw-page", tabindex: 0, "aria-label": "stored page " + ref }, text.slice(0, 200000)));
   } catch (err) { panel.replaceChildren(h("p", { class: "bad" }, err.message)); }
 }
 
-async function showDiff(panel, a, b) {
+// A unified diff as a list of hunks ("@@" lines start each), added and removed lines marked.
+function hunks(text) {
+  const out = [];
+  for (const line of text.split("\n")) {
+    if (line.startsWith("@@") || !out.length) out.push([]);
+    out[out.length - 1].push(line);
+  }
+  return out.map((lines, i) => h("pre", { class: "page hunk", "data-item": true, "aria-label": "hunk " + (i + 1) },
+    lines.map((l) => h("span", { class: l.startsWith("+") && !l.startsWith("+++") ? "add"
+      : l.startsWith("-") && !l.startsWith("---") ? "del" : null }, l + "\n"))));
+}
+
+async function showDiff(panel, a, b, opener) {
   panel.replaceChildren(h("p", { class: "muted" }, "diffing…"));
   try {
     const d = await api("/api/payloads/diff?a=" + encodeURIComponent(a) + "&b=" + encodeURIComponent(b));
+    const fields = Object.entries(d.product_changes || {});
     const text = typeof d.diff === "string" ? d.diff : JSON.stringify(d, null, 2);
-    panel.replaceChildren(h("h2", {}, "Diff against the previous crawl"),
-      h("pre", { class: "page", id: "page-diff", tabindex: 0 }, text || "(no difference)"));
+    openPanel(panel, opener, h("h2", {}, "Diff against the previous crawl"),
+      fields.length ? table("diff-fields", ["field", "before", "after"], fields, ([f, v], tr) =>
+        tr.append(td(f), td(JSON.stringify(v.a), "wrap"), td(JSON.stringify(v.b), "wrap"))) : null,
+      h("div", { id: "page-diff", "data-list": true, tabindex: 0, "aria-label": "diff, j and k move between hunks" },
+        text ? hunks(text) : h("p", { class: "muted" }, "(no difference)")),
+      d.diff_truncated ? h("p", { class: "muted" }, "(diff truncated)") : null);
   } catch (err) { panel.replaceChildren(h("p", { class: "bad" }, err.message)); }
 }
 
@@ -600,7 +680,8 @@ async function tick() {
   if (!current.live || document.hidden || !$("#login").hidden) return;
   // A live page redraws itself whole: not while someone is typing into its form.
   if (view.contains(document.activeElement) && document.activeElement.matches("input, select")) return;
-  try { await current.live(); } catch (err) { failed(err); }
+  const kept = focusedItem();
+  try { await current.live(); refocus(kept); } catch (err) { failed(err); }
 }
 
 window.addEventListener("hashchange", () => { route(); $("#content").focus({ preventScroll: true }); });
