@@ -22,7 +22,8 @@ LinkKind = Literal["seed", "search", "sitemap", "pagination", "product", "page",
 Availability = Literal[
     "in_stock", "out_of_stock", "preorder", "backorder", "discontinued", "limited", "unknown"
 ]
-JobKind = Literal["discovery", "refresh"]
+# verify: a re-check of change candidates (the refresher asks for it; see the refresher).
+JobKind = Literal["discovery", "refresh", "verify"]
 
 
 class Message(msgspec.Struct, kw_only=True, frozen=True, tag_field="type", tag=str.lower):
@@ -312,6 +313,9 @@ class ProductChange(Message, tag="product_change", kw_only=True, frozen=True):
     percent: float | None = None  # price_changed only: (after - before) / before, in %
     job_id: int
     at: float = 0.0
+    # The verify job whose re-check (a fresh identity) confirmed this change; None for a
+    # change that needed no verification.
+    verified_by: int | None = None
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = (

@@ -29,7 +29,7 @@ import msgspec
 import yaml
 
 from schemas.messages import Product
-from schemas.source import API_PRESETS, LinkRule, Source
+from schemas.source import API_PRESETS, LinkRule, Source, Verify
 from shared.errors import SourceError
 from shared.nesting import MAX_DEPTH, TooComplex, check_depth, check_yaml_graph
 from shared.schedule_spec import parse_schedule
@@ -45,6 +45,7 @@ class RefusedDocument(SourceError):
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")
+_PERCENT_RE = re.compile(r"\s*\d+(\.\d+)?\s*")
 _HOST_RE = re.compile(
     r"(?i)(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?"
 )
@@ -555,6 +556,23 @@ def _check(s: Source) -> Iterator[_Problem]:
             parse_schedule(s.refresh.schedule)
         except ValueError as exc:
             yield _Problem(("refresh", "schedule"), str(exc))
+    yield from _verify(s)
+
+
+def _verify(s: Source) -> Iterator[_Problem]:
+    if not isinstance(s.verify, Verify):
+        return
+    value = s.verify.price_change
+    text = value.strip().removesuffix("%") if isinstance(value, str) else None
+    try:
+        threshold = float(text) if text is not None else float(value)
+    except ValueError:
+        threshold = math.nan
+    if text is not None and not _PERCENT_RE.fullmatch(text):
+        threshold = math.nan  # "inf", "1e3": a number Python reads, but no percentage
+    if not (math.isfinite(threshold) and 0 < threshold <= 1000):
+        msg = f"{_show(value)} must be a percentage > 0 and ≤ 1000, like 30%"
+        yield _Problem(("verify", "price_change"), msg)
 
 
 def _url(path: FieldPath, url: str, shown: str | None = None) -> Iterator[_Problem]:

@@ -34,11 +34,12 @@ DELETE FROM sources WHERE name = $1
 -- == jobs =====================================================================================
 
 -- name: running_job_of_source
-SELECT id FROM jobs WHERE source = $1 AND status = 'running'
+-- A verify job (a re-check of change candidates) runs beside the crawl: not "the" running job.
+SELECT id FROM jobs WHERE source = $1 AND status = 'running' AND kind <> 'verify'
 
 -- name: lock_running_job_of_source
 -- Held until the trigger's transaction ends: a second trigger joins this job, not a new one.
-SELECT id FROM jobs WHERE source = $1 AND status = 'running' FOR UPDATE
+SELECT id FROM jobs WHERE source = $1 AND status = 'running' AND kind <> 'verify' FOR UPDATE
 
 -- name: insert_job
 INSERT INTO jobs (source, kind, priority, keywords, requested_by, definition, partial)
