@@ -201,7 +201,7 @@ async def _apply(
     fresh = [r for r in unique.values() if r.attempt.id in new_ids]
     sightings = [(r, p) for r in fresh for p in r.sightings() if p.confident]
     jobs = {r.attempt.job_id for r, _ in sightings}
-    held = await policies.of(conn, jobs) if policies is not None and not replay else {}
+    held = await policies.of(conn, jobs) if policies is not None else {}
     done = await _upsert(conn, sightings, replay=replay, policies=held) if sightings else _NONE
     bare = [r for r in fresh if not r.sightings() and r.not_modified and not replay]
     if bare:
@@ -266,18 +266,20 @@ async def _upsert(
         now = _state(p)
         if state.get(k) != now or k in relisted:
             policy = policies.get(a.job_id, _NO_POLICY)
+            after = _shown_state(now, p.currency)
+            back = k in relisted and not replay
+            kinds = changes.changes_of(a.source, a.job_id, p, shown.get(k), after, relisted=back)
+            if row is not None and not back and any(policy.holds(c) for c in kinds):
+                # A candidate: the row keeps its verified price and stock (no snapshot, no
+                # event) until a verify job's re-check settles it. The sighting's other
+                # changes wait with it (the row holds them back too), so that each is still
+                # this job's event when confirmed. A replay, which observes nothing new, keeps
+                # the verified values too (and asks for no re-check).
+                if not replay:
+                    held += kinds
+                final[k] = (r, _values(p, state[k]))
+                continue
             if not replay:
-                after = _shown_state(now, p.currency)
-                back = k in relisted
-                kinds = changes.changes_of(
-                    a.source, a.job_id, p, shown.get(k), after, relisted=back
-                )
-                if row is not None and not back and any(policy.holds(c) for c in kinds):
-                    # A candidate: the row keeps its verified price and stock (no snapshot, no
-                    # event) until a verify job's re-check settles it.
-                    held += [c for c in kinds if policy.holds(c)]
-                    final[k] = (r, _values(p, state[k]))
-                    continue
                 relisted.discard(k)
                 found += kinds
                 shown[k] = after

@@ -90,28 +90,32 @@ async def test_a_real_sold_out_is_confirmed_once(pool) -> None:
     async with pool.acquire() as conn:
         await _jobs(conn, (1, "discovery"), (2, "refresh"), (3, "verify"), (4, "refresh"))
         await apply_results(conn, [result("1.1", 1)], policies=policies)
-        held = await apply_results(
-            conn, [result("2.1", 2, availability="out_of_stock")], policies=policies
-        )
+        # Sold out, and 10 % cheaper: the price change (no candidate by itself) waits with it.
+        sold_out = {"availability": "out_of_stock", "price": "9.00"}
+        held = await apply_results(conn, [result("2.1", 2, **sold_out)], policies=policies)
+        assert held.candidates == 2 and held.events == ()
         await store.link_verify_job(conn, held.rechecks[0].trigger_id, 3)
-        # A second crawl sees it too before the re-check: still one pending candidate.
-        again = await apply_results(
-            conn, [result("4.1", 4, availability="out_of_stock")], policies=policies
-        )
+        # A second crawl sees it too before the re-check: still one pending candidate each.
+        again = await apply_results(conn, [result("4.1", 4, **sold_out)], policies=policies)
         assert again.candidates == 0 and again.events == ()
-        sold_out = result("3.1", 3, availability="out_of_stock")
-        checked = await apply_results(conn, [sold_out], policies=policies)
-        # The candidate is the event: job 2's, verified by job 3.
+        recheck = result("3.1", 3, **sold_out)
+        checked = await apply_results(conn, [recheck], policies=policies)
+        # The candidates are the events: job 2's, verified by job 3.
         assert [(e.kind, e.job_id, e.verified_by) for e in checked.events] == [
-            ("out_of_stock", 2, 3)
+            ("price_changed", 2, 3),
+            ("out_of_stock", 2, 3),
         ]
-        assert checked.confirmed == 1
-        assert await _row(conn) == (Decimal("10.00"), "out_of_stock", 0, False)
-        assert (await apply_results(conn, [sold_out], policies=policies)).events == ()
+        assert checked.confirmed == 2
+        assert await _row(conn) == (Decimal("9.00"), "out_of_stock", 0, False)
+        assert (await apply_results(conn, [recheck], policies=policies)).events == ()
         async with conn.transaction():
             assert await verification.resolve(conn, 3, "s") == verification.Resolution()
         listed = await store.list_events(conn, store.ChangeFilter(source="s"))
-        assert [(e.kind, e.verified_by) for e in listed] == [("new", None), ("out_of_stock", 3)]
+        assert [(e.kind, e.verified_by) for e in listed] == [
+            ("new", None),
+            ("price_changed", 3),
+            ("out_of_stock", 3),
+        ]
 
 
 async def test_a_recheck_that_says_nothing_is_unknown_and_the_change_comes_again(pool) -> None:
@@ -198,3 +202,15 @@ async def test_a_delisting_waits_for_its_page_to_come_back_gone(pool) -> None:
         ]
         assert await _row(conn, "A") == (Decimal("10.00"), "out_of_stock", 1, True)
         assert await _row(conn, "B") == (Decimal("10.00"), "in_stock", 1, False)  # unknown
+
+
+async def test_a_replay_keeps_the_verified_state(pool) -> None:
+    policies = verification.Policies()
+    async with pool.acquire() as conn:
+        await _jobs(conn, (1, "discovery"), (2, "refresh"))
+        await apply_results(conn, [result("1.1", 1)], policies=policies)
+        sold_out = result("r-2", 2, availability="out_of_stock")
+        done = await apply_results(conn, [sold_out], replay=True, policies=policies)
+        assert (done.events, done.candidates, done.snapshots) == ((), 0, 0)
+        assert await _row(conn) == (Decimal("10.00"), "in_stock", 0, False)
+        assert await _candidates(conn) == []
