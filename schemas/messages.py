@@ -111,6 +111,10 @@ class FetchPolicy(msgspec.Struct, kw_only=True, frozen=True):
     render: RenderPolicy | None = None  # set: the page is rendered by a browser
     client: Literal["browser", "plain"] = "browser"  # plain: aiohttp, for sites you own
     ca_file: str | None = None  # a CA bundle trusted instead of the system store
+    # A verify job's re-check must not look like the fetch that saw the change: the identities
+    # (fingerprints) and proxy ids of that fetch, skipped when another is available.
+    avoid_identities: list[str] = []
+    avoid_proxies: list[str] = []
 
 
 class Attempt(msgspec.Struct, kw_only=True, frozen=True):

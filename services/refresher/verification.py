@@ -41,8 +41,10 @@ from shared.urls import canonicalize
 
 log = logging.getLogger("trawl.refresher.verification")
 
-# A verify job's entries go before the crawl's waiting work on the same domains (seeds are 60).
-VERIFY_PRIORITY = 90
+# A verify job's entries go before the crawl's waiting work on the same domains: the trigger's
+# priority is relative to the seeds' 60, so its product entries rank 40 + 40 = 80, above any
+# crawl entry (seeds 60, a user's 70) until those have waited hours (aging).
+VERIFY_PRIORITY = 100
 # How long the refresher waits for the scheduler's answer to a verify trigger; unanswered, the
 # sweep asks again (the trigger's id makes that the same job).
 REQUEST_TIMEOUT = 5.0

@@ -41,6 +41,22 @@ class JobSources:
         return value
 
 
+class VerifyAvoid:
+    """Job id → what a verify job's fetches must not present: the identities and proxies of
+    the fetches that saw its candidates' changes (``([], [])`` for a job of another kind). Read
+    once per job: a verify job's pages are all admitted when it starts."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._cache: LRU[int, tuple[list[str], list[str]]] = LRU(size)
+
+    async def get(self, conn: Conn, job_id: int) -> tuple[list[str], list[str]]:
+        hit = self._cache.get(job_id)
+        if hit is None:
+            hit = await store.jobs.verify_avoid(conn, job_id) or ([], [])
+            self._cache.put(job_id, hit)
+        return hit
+
+
 async def try_complete(conn: Conn, job_id: int) -> bool:
     """Mark the job completed when nothing of it is open. True if this call completed it."""
     return await store.jobs.complete_if_done(conn, job_id)

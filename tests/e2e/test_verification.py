@@ -9,7 +9,8 @@ but then blocks the re-check (403, no retries). Verification must:
 - let every real sold-out through: one event each (the crawl's, verified by a verify job) and
   one signed webhook each;
 - call the blocked re-check unknown (no event, the row unchanged);
-- report the cancelled count (the verify jobs' counters, /api/changes/verification's counts).
+- report the cancelled count (the verify jobs' counters, /api/changes/verification's counts);
+- re-check as another browser than the fetch that saw the change.
 """
 
 from __future__ import annotations
@@ -137,5 +138,11 @@ async def test_verification_cancels_a_transient_sold_out_and_lets_real_ones_thro
         assert headers["Trawl-Delivery"].startswith(f"{rule}.")
         for key in (transient, blocked):
             assert products[key]["availability"] == "in_stock", products[key]
+            # The re-check came as another browser than the crawl's fetch that saw "sold out".
+            agents = [
+                r["headers"].get("User-Agent") for r in shop.request_log if r["path"] == path[key]
+            ]
+            assert len(agents) == 3, agents  # the first crawl, the second, the re-check
+            assert agents[2] != agents[1], agents
         for key in real:
             assert products[key]["availability"] == SOLD_OUT, products[key]

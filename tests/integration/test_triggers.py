@@ -98,3 +98,48 @@ async def test_a_published_trigger_is_kept_until_a_scheduler_runs(
                 return bool(await conn.fetchval("SELECT count(*) FROM jobs"))
 
         await eventually(job_started, timeout=30, what="the queued trigger to start a job")
+
+
+async def test_a_verify_trigger_runs_beside_the_crawl(env, settings, pool, tmp_path: Path) -> None:
+    """The refresher's re-check of change candidates: a job of its own even while the source's
+    crawl runs, partial, only its pages (product entries, no link followed), ahead of the
+    crawl's work; the same trigger id again is the same job."""
+    from schemas.messages import Trigger
+    from services.scheduler import store
+
+    async with pool.acquire() as conn:
+        await save_source(conn, source_from_dict(SOURCE))
+    scale = "fetcher=0,parser=0,refresher=0"
+    async with Stack(env, tmp_path / "logs", scale=scale), TrawlClient(settings) as client:
+        crawl = await client.trigger("shop")
+        assert crawl.job_id is not None
+        page = "http://127.0.0.2:9/p/one?utm_source=x"
+        body = msgspec.json.encode(
+            Trigger(
+                source="shop",
+                id="verify-shop-1-2.1",
+                kind="verify",
+                seeds=[page],
+                priority=100,
+                requested_by="verify",
+            )
+        )
+        first = await _request(client, body)
+        again = await _request(client, body)
+        assert first.error is None and first.job_id not in (None, crawl.job_id)
+        assert again.job_id == first.job_id
+        async with pool.acquire() as conn:
+            job = await conn.fetchrow(
+                "SELECT kind, status, partial FROM jobs WHERE id = $1", first.job_id
+            )
+            entries = await conn.fetch(
+                "SELECT url, kind, depth, priority FROM entries WHERE job_id = $1", first.job_id
+            )
+            assert await store.jobs.verify_avoid(conn, crawl.job_id) is None  # not a verify job
+            assert await store.jobs.verify_avoid(conn, first.job_id) == ([], [])  # no fetch yet
+            definition = await store.jobs.definition(conn, first.job_id)
+        assert tuple(job) == ("verify", "running", True)
+        assert [tuple(e) for e in entries] == [("http://127.0.0.2:9/p/one", "product", 0, 80)]
+        assert definition["links"]["max_depth"] == 0 and definition["images"] is False
+        # The crawl is still the source's running job: a plain trigger joins it.
+        assert (await client.trigger("shop")).job_id == crawl.job_id
