@@ -134,7 +134,7 @@ class Refresher:
             # After the commit: a crash before the publish leaves the events to the sweep,
             # and a verify job not asked for to the sweep too.
             await changes.publish_pending(self.rt, conn, done.events)
-            await verification.request(self.rt, conn, done.rechecks)
+            await verification.request(self.rt.nc, self.rt.names, conn, done.rechecks)
         counts = self.counts
         counts.candidates.add(done.candidates)
         counts.confirmed.add(done.confirmed)
@@ -166,9 +166,8 @@ class Refresher:
         candidates of verify jobs that finished before their link was recorded, and give up
         (unknown) on candidates no scheduler took for an hour."""
         async with self.pool.acquire() as conn:
-            await verification.request(
-                self.rt, conn, await store.unlinked_rechecks(conn, SWEEP_AFTER, SWEEP_BATCH)
-            )
+            unlinked = await store.unlinked_rechecks(conn, SWEEP_AFTER, SWEEP_BATCH)
+            await verification.request(self.rt.nc, self.rt.names, conn, unlinked)
             for job_id, source in await store.finished_verify_jobs(conn):
                 async with conn.transaction():
                     done = await verification.resolve(conn, job_id, source)
@@ -211,7 +210,7 @@ class Refresher:
                     checked = await verification.resolve(conn, job.job_id, job.source)
                 candidates = await store.job_candidates(conn, job.job_id)
             await changes.publish_pending(self.rt, conn, report.events + checked.events)
-            await verification.request(self.rt, conn, report.rechecks)
+            await verification.request(self.rt.nc, self.rt.names, conn, report.rechecks)
             self.counts.changes.add(len(report.events))
             self.counts.candidates.add(report.candidates)
             self._count_resolution(checked)

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 
 import msgspec
 import nats.errors
+from nats.aio.client import Client
 
 from schemas.messages import ProductChange, Trigger, TriggerReply
 from schemas.source import Verify
@@ -35,7 +36,7 @@ from services.refresher import store
 from services.refresher.changes import Change
 from shared.bus import encode
 from shared.lru import LRU
-from shared.service import Runtime
+from shared.names import Names
 from shared.sources import source_from_dict
 from shared.urls import canonicalize
 
@@ -115,7 +116,9 @@ def as_candidate(change: Change, trigger: str, page: str | None) -> Change:
     return replace(change, verification="pending", verify_trigger=trigger, verify_url=page)
 
 
-async def request(rt: Runtime, conn: store.Conn, rechecks: Sequence[store.Recheck]) -> None:
+async def request(
+    nc: Client, names: Names, conn: store.Conn, rechecks: Sequence[store.Recheck]
+) -> None:
     """Ask the scheduler for each re-check (after the commit that recorded the candidates) and
     record the verify job it answers with. Unanswered (no scheduler up, a timeout): the sweep
     asks again; the trigger is in the trigger stream meanwhile, so it may run anyway."""
@@ -129,7 +132,7 @@ async def request(rt: Runtime, conn: store.Conn, rechecks: Sequence[store.Rechec
             requested_by="verify",
         )
         try:
-            msg = await rt.nc.request(rt.names.trigger, encode(trigger), timeout=REQUEST_TIMEOUT)
+            msg = await nc.request(names.trigger, encode(trigger), timeout=REQUEST_TIMEOUT)
             reply = _reply.decode(msg.data)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError, msgspec.DecodeError):
             reply = TriggerReply(error="no answer")

@@ -6,12 +6,17 @@ gone; redeliveries confirm nothing twice."""
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 from services.refresher import store, verification
 from services.refresher.misses import count_misses
 from services.refresher.products import apply_results
+from services.scheduler.catalog import save_source
+from shared.names import Names
+from shared.provision import provision
 from shared.sources import source_from_dict
 from tests.integration.test_refresher_batch import result
+from tests.support.stack import Stack
 
 SOURCE = {"name": "s", "seeds": ["https://s/"]}
 
@@ -214,3 +219,32 @@ async def test_a_replay_keeps_the_verified_state(pool) -> None:
         assert (done.events, done.candidates, done.snapshots) == ((), 0, 0)
         assert await _row(conn) == (Decimal("10.00"), "in_stock", 0, False)
         assert await _candidates(conn) == []
+
+
+async def test_a_recheck_nobody_answered_is_asked_again_as_the_same_job(
+    env, settings, pool, nc, tmp_path: Path
+) -> None:
+    """The refresher asks for its verify job after the commit; with no scheduler up the
+    candidates stay unlinked, the sweep finds them and asks again with the same trigger id, and
+    the job the scheduler made of the queued copy is the one it answers with."""
+    names = Names(env["TRAWL_NAMESPACE"])
+    await provision(nc.jetstream(), names)
+    policies = verification.Policies()
+    async with pool.acquire() as conn:
+        await save_source(conn, source_from_dict(SOURCE))
+        await _jobs(conn, (1001, "discovery"), (1002, "refresh"))
+        await apply_results(conn, [result("1.1", 1001)], policies=policies)
+        sold_out = result("2.1", 1002, availability="out_of_stock")
+        held = await apply_results(conn, [sold_out], policies=policies)
+        await verification.request(nc, names, conn, held.rechecks)  # nobody answers
+        assert [c[4] for c in await _candidates(conn)] == [None]
+        assert await store.unlinked_rechecks(conn, 0, 10) == list(held.rechecks)
+    async with Stack(env, tmp_path / "logs", scale="fetcher=0,parser=0,refresher=0"):
+        async with pool.acquire() as conn:
+            unlinked = await store.unlinked_rechecks(conn, 0, 10)
+            await verification.request(nc, names, conn, unlinked)
+            [(_, _, _, state, verify_job)] = await _candidates(conn)
+            assert state == "pending" and verify_job is not None
+            assert await store.unlinked_rechecks(conn, 0, 10) == []
+            jobs = await conn.fetch("SELECT id, partial FROM jobs WHERE kind = 'verify'")
+        assert [tuple(j) for j in jobs] == [(verify_job, True)]
