@@ -66,9 +66,8 @@ async def count_misses(conn: store.Conn, job: store.FrontierJob, source: Source)
         for d in held
     ]
     rows = [changes.delisting(job.source, job.job_id, d).row() for d in delisted]
-    recorded = await store.insert_events(conn, rows + [c.row() for c in candidates])
-    events = [e for e in recorded if e.kind != "delisted" or _key(e) not in _held(held)]
-    pending = len(recorded) - len(events)
+    events = await store.insert_events(conn, rows)
+    pending = len(await store.insert_events(conn, [c.row() for c in candidates]))
     report = MissReport(
         counted=True,
         seen=len(seen),
@@ -80,14 +79,6 @@ async def count_misses(conn: store.Conn, job: store.FrontierJob, source: Source)
     )
     await store.record_counted(conn, job.job_id, report.seen, report.missed, report.delisted)
     return report
-
-
-def _key(e: ProductChange) -> str:
-    return e.variant or e.key
-
-
-def _held(held: list[store.Delisted]) -> set[str]:
-    return {d.key for d in held}
 
 
 async def _reason_not_to_count(

@@ -315,10 +315,10 @@ async def _upsert(
         )
         for c in held
     ]
-    events = await store.insert_events(conn, [c.row() for c in found + candidates])
-    pending = [e for e in events if (e.source, e.key, e.variant, e.kind) in _keys(candidates)]
+    events = await store.insert_events(conn, [c.row() for c in found])
+    pending = await store.insert_events(conn, [c.row() for c in candidates])
     rechecks = await store.candidate_rechecks(conn, sorted(triggers.values())) if pending else []
-    published = sorted(confirmed + [e for e in events if e not in pending], key=lambda e: e.id)
+    published = sorted(confirmed + events, key=lambda e: e.id)
     return _Upserted(len(rows), len(snaps), published, len(pending), rechecks, len(confirmed))
 
 
@@ -329,7 +329,3 @@ def _tag(sightings: list[tuple[Result, Product]], job_id: int) -> str:
     """Names the batch's candidates of a job: the first attempt id of that job in the batch
     (the same batch applied again, after a rollback, asks with the same trigger)."""
     return min(r.attempt.id for r, _ in sightings if r.attempt.job_id == job_id)
-
-
-def _keys(cs: Sequence[changes.Change]) -> set[tuple[str, str, str, str]]:
-    return {(c.source, c.key, c.variant, c.kind) for c in cs}
