@@ -355,6 +355,12 @@ LIMIT $2
 UPDATE product_events SET verify_job = $2
 WHERE verify_trigger = $1 AND verify_job IS NULL
 
+-- name: refused_recheck
+-- The scheduler answered a verify trigger with an error (no usable page, the source deleted):
+-- its candidates cannot be verified, so they are unknown, never a change.
+UPDATE product_events SET verification = 'unknown', verified_at = now()
+WHERE verify_trigger = $1 AND verification = 'pending' AND verify_job IS NULL
+
 -- name: abandon_unlinked
 -- Candidates whose re-check no scheduler took for this long: unknown, never a change.
 UPDATE product_events SET verification = 'unknown', verified_at = now()

@@ -134,10 +134,11 @@ class Refresher:
             # After the commit: a crash before the publish leaves the events to the sweep,
             # and a verify job not asked for to the sweep too.
             await changes.publish_pending(self.rt, conn, done.events)
-            await verification.request(self.rt.nc, self.rt.names, conn, done.rechecks)
+            refused = await verification.request(self.rt.nc, self.rt.names, conn, done.rechecks)
         counts = self.counts
         counts.candidates.add(done.candidates)
         counts.confirmed.add(done.confirmed)
+        counts.unknown.add(refused)
         counts.batches.add()
         counts.applied.add(done.results)
         counts.duplicates.add(done.duplicates)
@@ -167,14 +168,14 @@ class Refresher:
         (unknown) on candidates no scheduler took for an hour."""
         async with self.pool.acquire() as conn:
             unlinked = await store.unlinked_rechecks(conn, SWEEP_AFTER, SWEEP_BATCH)
-            await verification.request(self.rt.nc, self.rt.names, conn, unlinked)
+            refused = await verification.request(self.rt.nc, self.rt.names, conn, unlinked)
             for job_id, source in await store.finished_verify_jobs(conn):
                 async with conn.transaction():
                     done = await verification.resolve(conn, job_id, source)
                 await changes.publish_pending(self.rt, conn, done.events)
                 self._count_resolution(done)
             abandoned = await store.abandon_unlinked(conn, verification.GIVE_UP_AFTER)
-            self.counts.unknown.add(abandoned)
+            self.counts.unknown.add(refused + abandoned)
 
     def _count_resolution(self, done: verification.Resolution) -> None:
         self.counts.confirmed.add(done.confirmed)
@@ -210,7 +211,8 @@ class Refresher:
                     checked = await verification.resolve(conn, job.job_id, job.source)
                 candidates = await store.job_candidates(conn, job.job_id)
             await changes.publish_pending(self.rt, conn, report.events + checked.events)
-            await verification.request(self.rt.nc, self.rt.names, conn, report.rechecks)
+            refused = await verification.request(self.rt.nc, self.rt.names, conn, report.rechecks)
+            self.counts.unknown.add(refused)
             self.counts.changes.add(len(report.events))
             self.counts.candidates.add(report.candidates)
             self._count_resolution(checked)

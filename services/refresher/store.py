@@ -233,6 +233,11 @@ async def link_verify_job(conn: Conn, trigger_id: str, job_id: int) -> None:
     await conn.execute(_Q["link_verify_job"], trigger_id, job_id)
 
 
+async def refused_recheck(conn: Conn, trigger_id: str) -> int:
+    """The trigger's candidates that the scheduler refused to verify, now unknown; how many."""
+    return _updated(await conn.execute(_Q["refused_recheck"], trigger_id))
+
+
 async def abandon_unlinked(conn: Conn, older_than: float) -> int:
     return _updated(await conn.execute(_Q["abandon_unlinked"], older_than))
 

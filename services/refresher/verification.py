@@ -118,10 +118,13 @@ def as_candidate(change: Change, trigger: str, page: str | None) -> Change:
 
 async def request(
     nc: Client, names: Names, conn: store.Conn, rechecks: Sequence[store.Recheck]
-) -> None:
+) -> int:
     """Ask the scheduler for each re-check (after the commit that recorded the candidates) and
     record the verify job it answers with. Unanswered (no scheduler up, a timeout): the sweep
-    asks again; the trigger is in the trigger stream meanwhile, so it may run anyway."""
+    asks again; the trigger is in the trigger stream meanwhile, so it may run anyway. Refused
+    (an error answer: no usable page, the source deleted): its candidates are unknown at once
+    (asking again would only dead-letter the stream's copy again). Returns how many were."""
+    refused = 0
     for r in rechecks:
         trigger = Trigger(
             source=r.source,
@@ -135,15 +138,16 @@ async def request(
             msg = await nc.request(names.trigger, encode(trigger), timeout=REQUEST_TIMEOUT)
             reply = _reply.decode(msg.data)
         except (nats.errors.NoRespondersError, nats.errors.TimeoutError, msgspec.DecodeError):
-            reply = TriggerReply(error="no answer")
-        if reply.job_id is None:
             log.warning(
                 "verify trigger not answered",
-                extra={
-                    "action": "verify_unanswered",
-                    "trigger": r.trigger_id,
-                    "error": reply.error,
-                },
+                extra={"action": "verify_unanswered", "trigger": r.trigger_id},
+            )
+            continue
+        if reply.job_id is None:
+            refused += await store.refused_recheck(conn, r.trigger_id)
+            log.warning(
+                "verify trigger refused",
+                extra={"action": "verify_refused", "trigger": r.trigger_id, "error": reply.error},
             )
             continue
         await store.link_verify_job(conn, r.trigger_id, reply.job_id)
@@ -156,6 +160,7 @@ async def request(
                 "pages": len(r.urls),
             },
         )
+    return refused
 
 
 @dataclass(frozen=True)

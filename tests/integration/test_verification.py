@@ -8,6 +8,9 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
+import msgspec
+
+from schemas.messages import Product
 from services.refresher import store, verification
 from services.refresher.misses import count_misses
 from services.refresher.products import apply_results
@@ -19,6 +22,7 @@ from tests.integration.test_refresher_batch import result
 from tests.support.stack import Stack
 
 SOURCE = {"name": "s", "seeds": ["https://s/"]}
+OFF = "https://elsewhere.example/p/X"  # not among the source's domains
 
 
 async def _jobs(conn, *jobs: tuple[int, str], definition: dict | None = None) -> None:
@@ -239,12 +243,28 @@ async def test_a_recheck_nobody_answered_is_asked_again_as_the_same_job(
         await verification.request(nc, names, conn, held.rechecks)  # nobody answers
         assert [c[4] for c in await _candidates(conn)] == [None]
         assert await store.unlinked_rechecks(conn, 0, 10) == list(held.rechecks)
-    async with Stack(env, tmp_path / "logs", scale="fetcher=0,parser=0,refresher=0"):
-        async with pool.acquire() as conn:
-            unlinked = await store.unlinked_rechecks(conn, 0, 10)
-            await verification.request(nc, names, conn, unlinked)
-            [(_, _, _, state, verify_job)] = await _candidates(conn)
-            assert state == "pending" and verify_job is not None
-            assert await store.unlinked_rechecks(conn, 0, 10) == []
-            jobs = await conn.fetch("SELECT id, partial FROM jobs WHERE kind = 'verify'")
+    scale = "fetcher=0,parser=0,refresher=0"
+    async with Stack(env, tmp_path / "logs", scale=scale), pool.acquire() as conn:
+        unlinked = await store.unlinked_rechecks(conn, 0, 10)
+        await verification.request(nc, names, conn, unlinked)
+        [(_, _, _, state, verify_job)] = await _candidates(conn)
+        assert state == "pending" and verify_job is not None
+        assert await store.unlinked_rechecks(conn, 0, 10) == []
+        jobs = await conn.fetch("SELECT id, partial FROM jobs WHERE kind = 'verify'")
         assert [tuple(j) for j in jobs] == [(verify_job, True)]
+        # A page the scheduler refuses to fetch for the source (off its domains): its
+        # candidate cannot be verified, so it is unknown at once, never asked again.
+        elsewhere = msgspec.structs.replace(
+            result("3.1", 1001, key="X"),
+            product=Product(key="X", price="5", availability="in_stock", url=OFF),
+        )
+        sold_out_x = msgspec.structs.replace(
+            result("4.1", 1002, key="X"),
+            product=Product(key="X", price="5", availability="out_of_stock", url=OFF),
+        )
+        await apply_results(conn, [elsewhere], policies=policies)
+        held = await apply_results(conn, [sold_out_x], policies=policies)
+        assert await verification.request(nc, names, conn, held.rechecks) == 1
+        states = {c[0]: c[3] for c in await _candidates(conn)}
+        assert states == {"A": "pending", "X": "unknown"}
+        assert await store.unlinked_rechecks(conn, 0, 10) == []
