@@ -113,6 +113,30 @@ async def test_a_verify_trigger_runs_beside_the_crawl(env, settings, pool, tmp_p
     async with Stack(env, tmp_path / "logs", scale=scale), TrawlClient(settings) as client:
         crawl = await client.trigger("shop")
         assert crawl.job_id is not None
+        # The crawl fetched the page (stored): the re-check must not present that face.
+        seen = "http://127.0.0.2:9/p/one"
+        async with pool.acquire() as conn:
+            entry = await conn.fetchval(
+                "INSERT INTO entries (job_id, url, domain, kind, priority, rank, state) "
+                "VALUES ($1, $2, '127.0.0.2:9', 'product', 40, 40, 'done') RETURNING id",
+                crawl.job_id,
+                seen,
+            )
+            await conn.execute(
+                "INSERT INTO attempts (attempt_id, entry_id, job_id, url, outcome, proxy, "
+                "fingerprint) VALUES ($1, $2, $3, $4, 'ok', 'p7', 'firefox152-mac')",
+                f"{entry}.1",
+                entry,
+                crawl.job_id,
+                seen,
+            )
+            await conn.execute(
+                "INSERT INTO payloads (ref, url, job_id, attempt_id, size, sha256) "
+                "VALUES ('r', $1, $2, $3, 1, 'h')",
+                seen,
+                crawl.job_id,
+                f"{entry}.1",
+            )
         page = "http://127.0.0.2:9/p/one?utm_source=x"
         body = msgspec.json.encode(
             Trigger(
@@ -136,7 +160,7 @@ async def test_a_verify_trigger_runs_beside_the_crawl(env, settings, pool, tmp_p
                 "SELECT url, kind, depth, priority FROM entries WHERE job_id = $1", first.job_id
             )
             assert await store.jobs.verify_avoid(conn, crawl.job_id) is None  # not a verify job
-            assert await store.jobs.verify_avoid(conn, first.job_id) == ([], [])  # no fetch yet
+            assert await store.jobs.verify_avoid(conn, first.job_id) == (["firefox152-mac"], ["p7"])
             definition = await store.jobs.definition(conn, first.job_id)
         assert tuple(job) == ("verify", "running", True)
         assert [tuple(e) for e in entries] == [("http://127.0.0.2:9/p/one", "product", 0, 80)]
