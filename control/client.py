@@ -240,6 +240,13 @@ class TrawlClient:
             f"{c.get('products', 0)} product pages; "
             f"{summary.get('products', 0)} products in the catalog"
         )
+        held = summary.get("refresh", {}).get("candidates", 0)
+        if held:
+            source = summary.get("source", "SOURCE")
+            print(
+                f"{held} changes held for verification before alerting: a verify job re-fetches "
+                f"them now (trawl changes {source} --verification pending)"
+            )
 
     @staticmethod
     def print_jobs(data: list[dict[str, Any]]) -> None:
