@@ -149,10 +149,13 @@ class Dispatcher:
                         # The DOM depends on what the page's scripts load, not only on the
                         # document: a 304 for the document says nothing about the prices.
                         etag = last_modified = None
-                    identities, proxies = await self.avoid.get(conn, r["job_id"])
-                    if identities or proxies:  # a verify job's re-check: look like nobody before
+                    recheck = await self.avoid.get(conn, r["job_id"])
+                    if recheck is not None:  # a verify job's: a fresh visitor, like nobody before
+                        etag = last_modified = None
                         policy = msgspec.structs.replace(
-                            policy, avoid_identities=identities, avoid_proxies=proxies
+                            policy,
+                            avoid_identities=recheck.identities,
+                            avoid_proxies=recheck.proxies,
                         )
                     if r["kind"] == "sitemap":
                         policy = msgspec.structs.replace(policy, accept_types=SITEMAP_TYPES)

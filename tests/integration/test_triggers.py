@@ -104,11 +104,11 @@ async def test_a_verify_trigger_runs_beside_the_crawl(env, settings, pool, tmp_p
     """The refresher's re-check of change candidates: a job of its own even while the source's
     crawl runs, partial, only its pages (product entries, no link followed), ahead of the
     crawl's work; the same trigger id again is the same job."""
-    from schemas.messages import Trigger
+    from schemas.messages import FetchWork, Trigger
     from services.scheduler import store
 
-    async with pool.acquire() as conn:
-        await save_source(conn, source_from_dict(SOURCE))
+    async with pool.acquire() as conn:  # fast: the verify job's work is dispatched at once
+        await save_source(conn, source_from_dict({**SOURCE, "pacing": {"profile": "fast"}}))
     scale = "fetcher=0,parser=0,refresher=0"
     async with Stack(env, tmp_path / "logs", scale=scale), TrawlClient(settings) as client:
         crawl = await client.trigger("shop")
@@ -136,6 +136,11 @@ async def test_a_verify_trigger_runs_beside_the_crawl(env, settings, pool, tmp_p
                 seen,
                 crawl.job_id,
                 f"{entry}.1",
+            )
+            await conn.execute(  # what a crawl would revalidate with
+                "INSERT INTO url_state (source, url, etag, payload_ref) VALUES ('shop', $1, "
+                "'\"e1\"', 'r')",
+                seen,
             )
         page = "http://127.0.0.2:9/p/one?utm_source=x"
         body = msgspec.json.encode(
@@ -167,3 +172,25 @@ async def test_a_verify_trigger_runs_beside_the_crawl(env, settings, pool, tmp_p
         assert definition["links"]["max_depth"] == 0 and definition["images"] is False
         # The crawl is still the source's running job: a plain trigger joins it.
         assert (await client.trigger("shop")).job_id == crawl.job_id
+        # Its work: a fresh visitor (no validators) that avoids the crawl's identity and proxy.
+        js = client.nc.jetstream()  # type: ignore[union-attr]
+        stream = Names(settings.namespace).stream(n.FETCH)
+
+        async def work() -> list[FetchWork]:
+            info = await js.stream_info(stream)
+            found = []
+            for seq in range(info.state.first_seq, info.state.last_seq + 1):
+                raw = await js.get_msg(stream, seq)
+                body = msgspec.json.decode(raw.data, type=FetchWork)
+                if body.attempt.job_id == first.job_id:
+                    found.append(body)
+            return found
+
+        async def dispatched() -> bool:
+            return bool(await work())
+
+        await eventually(dispatched, timeout=30, what="the verify job's work")
+        [fetch] = await work()
+        assert fetch.attempt.url == seen and fetch.etag is None and fetch.last_modified is None
+        assert fetch.policy.avoid_identities == ["firefox152-mac"]
+        assert fetch.policy.avoid_proxies == ["p7"]
