@@ -18,6 +18,15 @@ CREATE UNIQUE INDEX product_events_one_pending ON product_events (source, key, v
 -- A verify job's completion resolves its candidates.
 CREATE INDEX product_events_verify_job ON product_events (verify_job)
     WHERE verification = 'pending';
+-- The scheduler's answer links a trigger's candidates to their verify job.
+CREATE INDEX product_events_verify_trigger ON product_events (verify_trigger)
+    WHERE verify_trigger IS NOT NULL;
+-- A job's candidates (its refreshed counters) and a source's (trawl changes, the API's counts):
+-- a small share of the events, so small indexes.
+CREATE INDEX product_events_candidates_of_job ON product_events (job_id)
+    WHERE verification IS NOT NULL;
+CREATE INDEX product_events_candidates_of_source ON product_events (source)
+    WHERE verification IS NOT NULL;
 
 -- The outbox holds only what is to be published: a pending, cancelled or unknown candidate never
 -- is.
