@@ -309,9 +309,11 @@ async def _upsert(
         c.job_id: verification.trigger_id(c.source, c.job_id, _tag(sightings, c.job_id))
         for c in held
     }
+    # The page to re-fetch is the one that showed the change: a page the job was allowed to
+    # fetch (a product's own URL may be a canonical on another host).
     candidates = [
         verification.as_candidate(
-            c, triggers[c.job_id], c.url or pages.get((c.source, c.variant or c.key))
+            c, triggers[c.job_id], pages.get((c.source, c.variant or c.key)) or c.url
         )
         for c in held
     ]

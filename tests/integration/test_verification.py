@@ -252,14 +252,17 @@ async def test_a_recheck_nobody_answered_is_asked_again_as_the_same_job(
         assert await store.unlinked_rechecks(conn, 0, 10) == []
         jobs = await conn.fetch("SELECT id, partial FROM jobs WHERE kind = 'verify'")
         assert [tuple(j) for j in jobs] == [(verify_job, True)]
-        # A page the scheduler refuses to fetch for the source (off its domains): its
-        # candidate cannot be verified, so it is unknown at once, never asked again.
+        # A page the scheduler refuses to fetch for the source (off its domains, as a forged
+        # or stale result could claim): its candidate cannot be verified, so it is unknown at
+        # once, never asked again.
         elsewhere = msgspec.structs.replace(
             result("3.1", 1001, key="X"),
             product=Product(key="X", price="5", availability="in_stock", url=OFF),
         )
+        shown = result("4.1", 1002, key="X")
         sold_out_x = msgspec.structs.replace(
-            result("4.1", 1002, key="X"),
+            shown,
+            attempt=msgspec.structs.replace(shown.attempt, url=OFF),
             product=Product(key="X", price="5", availability="out_of_stock", url=OFF),
         )
         await apply_results(conn, [elsewhere], policies=policies)
@@ -268,3 +271,19 @@ async def test_a_recheck_nobody_answered_is_asked_again_as_the_same_job(
         states = {c[0]: c[3] for c in await _candidates(conn)}
         assert states == {"A": "pending", "X": "unknown"}
         assert await store.unlinked_rechecks(conn, 0, 10) == []
+
+
+async def test_the_recheck_fetches_the_page_that_showed_the_change(pool) -> None:
+    """Not the product's own URL, which may be a canonical on a host the source may not fetch."""
+    policies = verification.Policies()
+    canonical = "https://www.elsewhere.example/p/A"
+    async with pool.acquire() as conn:
+        await _jobs(conn, (1, "discovery"), (2, "refresh"))
+        await apply_results(conn, [result("1.1", 1)], policies=policies)
+        shown = result("2.1", 2)
+        sold_out = msgspec.structs.replace(
+            shown,
+            product=Product(key="A", price="10.00", availability="out_of_stock", url=canonical),
+        )
+        held = await apply_results(conn, [sold_out], policies=policies)
+        assert [r.urls for r in held.rechecks] == [(shown.attempt.url,)]
