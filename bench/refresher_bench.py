@@ -5,7 +5,8 @@ one Python thread: when that nears 1 s per second, Python is the bottleneck)
 
 1. through the batch apply alone (``apply_results`` on one connection, one batch after the
    other): a first sighting of every product (insert + snapshot), a round with 15 % price
-   changes, and an unchanged round;
+   changes, and an unchanged round (``--verify``: with the service's verification policies, so
+   the repricings of 30 % or more are held as candidates instead of applied);
 2. end to end through the service: parse results preloaded on ``<ns>.parsed``, the refresher's
    consumer running in this process, timed until every result is applied. Every product
    changes price (upsert + snapshot).
@@ -40,8 +41,12 @@ def results(
 ) -> list[ParseResult]:
     return [
         ParseResult(
+            # One entry per job and product: each round's results are new (not redeliveries).
             attempt=Attempt(
-                job_id=job_id, entry_id=i, source="bench", url=f"https://shop.example.com/p/{i}"
+                job_id=job_id,
+                entry_id=job_id * n + i,
+                source="bench",
+                url=f"https://shop.example.com/p/{i}",
             ),
             product=Product(
                 key=f"SKU-{i:07d}",
@@ -71,25 +76,40 @@ def rate(n: int, took: float, cpu: float) -> str:
     return f"{n / took:8,.0f} upserts/s, {cpu / n * 1e6:3.0f} µs CPU each"
 
 
-async def bench_apply(dsn: str, n: int, batch: int) -> None:
+async def bench_apply(dsn: str, n: int, batch: int, verify: bool = False) -> None:
     rng = random.Random(1)
     prices = [f"{rng.randint(1, 999)}.99" for _ in range(n)]
+    from services.refresher.verification import Policies
     from shared.db import connect
 
     conn = await connect(dsn)  # the services' codecs: jsonb columns take Python objects
+    policies = Policies() if verify else None
+    if verify:  # the jobs the policies are read from: a source that verifies (the default)
+        source = {"name": "bench", "seeds": ["https://shop.example.com/"]}
+        await conn.execute("INSERT INTO sources (name, definition) VALUES ('bench', $1)", source)
+        for job_id in (1, 2, 3):
+            await conn.execute(
+                "INSERT INTO jobs (id, source, kind, status, definition) "
+                "VALUES ($1, 'bench', $2, 'completed', $3)",
+                job_id,
+                "discovery" if job_id == 1 else "refresh",
+                source,
+            )
     try:
         for job_id, label, share in ((1, "new", 0.0), (2, "15% repriced", 0.15), (3, "same", 0)):
             for i in rng.sample(range(n), int(n * share)):
                 prices[i] = f"{rng.randint(1, 999)}.49"
             rows = results(n, job_id, prices, "apply")
             started, cpu = time.perf_counter(), cpu_seconds()
-            snapshots = 0
+            snapshots = candidates = 0
             for i in range(0, n, batch):
-                snapshots += (await apply_results(conn, rows[i : i + batch])).snapshots
+                done = await apply_results(conn, rows[i : i + batch], policies=policies)
+                snapshots += done.snapshots
+                candidates += done.candidates
             took, cpu = time.perf_counter() - started, cpu_seconds() - cpu
             print(
                 f"apply  {label:13} {n:7} upserts in {took:6.2f} s = {rate(n, took, cpu)} "
-                f"({snapshots} snapshots, batch {batch})"
+                f"({snapshots} snapshots, {candidates} candidates, batch {batch})"
             )
     finally:
         await conn.close()
@@ -146,7 +166,7 @@ async def main(args: argparse.Namespace) -> None:
     dsn = f"{PG}/{name}"
     await migrate(dsn)
     try:
-        await bench_apply(dsn, args.products, args.batch)
+        await bench_apply(dsn, args.products, args.batch, args.verify)
         if not args.no_service:
             await bench_service(dsn, args.products, args.links)
     finally:
@@ -166,6 +186,9 @@ def parse_args() -> argparse.Namespace:
         "--links", type=int, default=0, help="links per parse result in the end-to-end run"
     )
     ap.add_argument("--asyncio", action="store_true", help="the stock event loop, not uvloop")
+    ap.add_argument(
+        "--verify", action="store_true", help="apply with verification (candidates held)"
+    )
     return ap.parse_args()
 
 

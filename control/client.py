@@ -29,6 +29,18 @@ from shared.settings import Settings
 
 _event_decoder = msgspec.json.Decoder(JobEvent)
 _reply_decoder = msgspec.json.Decoder(TriggerReply)
+# What a job's summary shows of its refreshed event: the misses, and verification before
+# alerting (a crawl's candidates; a verify job's outcomes).
+REFRESH_COUNTERS = (
+    "applied",
+    "seen",
+    "missed",
+    "delisted",
+    "candidates",
+    "verify_confirmed",
+    "verify_cancelled",
+    "verify_unknown",
+)
 SUBSCRIBE_ATTEMPTS = 10  # job event subscriptions, each bounded by the request timeout
 
 
@@ -167,9 +179,7 @@ class TrawlClient:
             summary["source"] = final.source
             summary["counters"] = final.counters
         if refreshed:
-            summary["refresh"] = {
-                k: refreshed.counters.get(k, 0) for k in ("applied", "seen", "missed", "delisted")
-            }
+            summary["refresh"] = {k: refreshed.counters.get(k, 0) for k in REFRESH_COUNTERS}
         if final:
             async with (await self.pool()).acquire() as conn:
                 summary["products"] = await refresher.count_products(conn, final.source)
@@ -230,6 +240,13 @@ class TrawlClient:
             f"{c.get('products', 0)} product pages; "
             f"{summary.get('products', 0)} products in the catalog"
         )
+        held = summary.get("refresh", {}).get("candidates", 0)
+        if held:
+            source = summary.get("source", "SOURCE")
+            print(
+                f"{held} changes held for verification before alerting: a verify job re-fetches "
+                f"them now (trawl changes {source} --verification pending)"
+            )
 
     @staticmethod
     def print_jobs(data: list[dict[str, Any]]) -> None:

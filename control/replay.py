@@ -25,6 +25,7 @@ from schemas.messages import Attempt, ParseResult
 from services.parser.formats import parse_payload
 from services.refresher import store as refresher
 from services.refresher.products import apply_results
+from services.refresher.verification import Policies
 from shared.api_template import decode_request
 from shared.errors import TrawlError
 from shared.payloads import PayloadNotFound, PayloadStore
@@ -110,9 +111,11 @@ async def replay_job(pool: asyncpg.Pool, store: PayloadStore, job_id: int) -> Re
     parsed = [r for r in await asyncio.gather(*(parse_one(p) for p in pages)) if r is not None]
     results = [r for r in parsed if r.sightings()]
     upserts = snapshots = 0
+    # A sighting that would be a candidate keeps the row's verified price and stock, as live.
+    policies = Policies()
     async with pool.acquire() as conn:
         for i in range(0, len(results), CHUNK):
-            done = await apply_results(conn, results[i : i + CHUNK], replay=True)
+            done = await apply_results(conn, results[i : i + CHUNK], replay=True, policies=policies)
             upserts += done.upserts
             snapshots += done.snapshots
     report = ReplayReport(

@@ -30,6 +30,9 @@ class Faults:
     # 200 serves the page normally, 0 (RESET) drops the connection, anything else is sent
     # as an error page (429 with Retry-After).
     script: dict[str, list[int]] = field(default_factory=dict)
+    # Exact path+query of a product page -> how many responses show it sold out (a transient
+    # "sold out": a cache or an inventory service hiccup), then the page as it is.
+    sold_out: dict[str, int] = field(default_factory=dict)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -40,6 +43,8 @@ class Faults:
             raise ValueError("rate_429 + rate_503 + rate_reset must not exceed 1")
         if self.latency < 0 or self.slow_seconds < 0 or self.retry_after < 0:
             raise ValueError("latency, slow_seconds and retry_after must be >= 0")
+        if any(n < 0 for n in self.sold_out.values()):
+            raise ValueError("sold_out counts must be >= 0")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Faults:
@@ -49,7 +54,8 @@ class Faults:
         if unknown:
             raise ValueError(f"unknown fault knobs: {sorted(unknown)}")
         script = {str(k): [int(s) for s in v] for k, v in data.get("script", {}).items()}
-        return cls(**{**data, "script": script})
+        sold_out = {str(k): int(v) for k, v in data.get("sold_out", {}).items()}
+        return cls(**{**data, "script": script, "sold_out": sold_out})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +78,7 @@ class FaultInjector:
         self.faults = faults
         self._rng = random.Random(faults.seed)
         self._cursor: dict[str, int] = {}
+        self._sold_out = dict(faults.sold_out)
 
     def decide(self, path: str, exempt: bool = False) -> Decision:
         """`path` is path+query as received; `exempt` paths (robots.txt) only follow scripts."""
@@ -99,6 +106,15 @@ class FaultInjector:
         if roll < f.rate_503:
             return Decision(status=503, delay=delay)
         return Decision(delay=delay)
+
+    def sold_out(self, path: str) -> bool:
+        """Whether this response of the page at ``path`` shows its product sold out (one of
+        the ``sold_out`` responses planted for it)."""
+        left = self._sold_out.get(path, 0)
+        if left <= 0:
+            return False
+        self._sold_out[path] = left - 1
+        return True
 
     def _scripted(self, status: int) -> Decision:
         f = self.faults

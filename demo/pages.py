@@ -316,13 +316,15 @@ class Pages:
             f'<span class="stock">{_STOCK_TEXT[availability]}</span></div></li>'
         )
 
-    def product(self, slug: str, epoch: int) -> Page:
+    def product(self, slug: str, epoch: int, *, sold_out: bool = False) -> Page:
+        """The product's page; ``sold_out``: shown sold out whatever its stock (a transient
+        error of the shop, planted by a test)."""
         p = self.catalog.by_slug.get(slug)
         state = self.catalog.state(epoch)
         if p is None or p.host != self.host or p.index not in state.listed:
             return self.not_found()
         price = state.price[p.index]
-        availability = state.availability[p.index]
+        availability = "out_of_stock" if sold_out else state.availability[p.index]
         url = self.catalog.url(p)
         image = self.catalog.image(p)
         ld = {

@@ -335,7 +335,10 @@ class DemoShop:
             rendered = self._page(host, epoch, ("error", 405))
             headers["Allow"] = "GET, HEAD"
         else:
-            rendered = self._page(host, epoch, route(request))
+            key = route(request)
+            if key[0] == "p" and self._injector.sold_out(path):
+                key = ("p-sold-out", *key[1:])  # a planted transient "sold out"
+            rendered = self._page(host, epoch, key)
         status = rendered.status
         body = rendered.body
         if status == 200:
@@ -384,6 +387,8 @@ class DemoShop:
                 page = pages.category(category, number, epoch)
             case ("p", slug):
                 page = pages.product(slug, epoch)
+            case ("p-sold-out", slug):
+                page = pages.product(slug, epoch, sold_out=True)
             case ("search", query, number):
                 page = pages.search(query, number, epoch)
             case ("robots.txt",):

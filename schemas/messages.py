@@ -22,7 +22,8 @@ LinkKind = Literal["seed", "search", "sitemap", "pagination", "product", "page",
 Availability = Literal[
     "in_stock", "out_of_stock", "preorder", "backorder", "discontinued", "limited", "unknown"
 ]
-JobKind = Literal["discovery", "refresh"]
+# verify: a re-check of change candidates (the refresher asks for it; see the refresher).
+JobKind = Literal["discovery", "refresh", "verify"]
 
 
 class Message(msgspec.Struct, kw_only=True, frozen=True, tag_field="type", tag=str.lower):
@@ -110,6 +111,10 @@ class FetchPolicy(msgspec.Struct, kw_only=True, frozen=True):
     render: RenderPolicy | None = None  # set: the page is rendered by a browser
     client: Literal["browser", "plain"] = "browser"  # plain: aiohttp, for sites you own
     ca_file: str | None = None  # a CA bundle trusted instead of the system store
+    # A verify job's re-check must not look like the fetch that saw the change: the identities
+    # (fingerprints) and proxy ids of that fetch, skipped when another is available.
+    avoid_identities: list[str] = []
+    avoid_proxies: list[str] = []
 
 
 class Attempt(msgspec.Struct, kw_only=True, frozen=True):
@@ -312,6 +317,9 @@ class ProductChange(Message, tag="product_change", kw_only=True, frozen=True):
     percent: float | None = None  # price_changed only: (after - before) / before, in %
     job_id: int
     at: float = 0.0
+    # The verify job whose re-check (a fresh identity) confirmed this change; None for a
+    # change that needed no verification.
+    verified_by: int | None = None
 
 
 ALL_MESSAGES: tuple[type[Message], ...] = (

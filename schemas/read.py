@@ -225,6 +225,17 @@ class JobDiff(msgspec.Struct, kw_only=True, frozen=True):
 
 
 # -- product changes ---------------------------------------------------------------------------
+class VerificationCounts(msgspec.Struct, kw_only=True):
+    """Candidate changes (held for verification before alerting) by how their re-check ended:
+    ``cancelled`` is what verification spared the users, ``unknown`` what it could not settle
+    (blocked, failed, unsure: no event), ``pending`` what awaits its verify job."""
+
+    pending: int = 0
+    confirmed: int = 0
+    cancelled: int = 0
+    unknown: int = 0
+
+
 class ChangePage(msgspec.Struct, kw_only=True):
     """Change events in id order after a cursor. ``next`` is the cursor to ask with next time
     (the last id shown, or the cursor asked with when none came: events keep coming, so a

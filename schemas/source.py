@@ -78,6 +78,22 @@ class Refresh(_Model, frozen=True):
     max_failure_rate: float = 0.2
 
 
+class Verify(_Model, frozen=True):
+    """Verify before alerting: which candidate changes are re-fetched with a fresh identity
+    before their event is emitted. ``price_change``: a change of the price paid by at least
+    this much (``"30%"`` or ``30``) is a candidate; ``out_of_stock`` and ``delisted`` turn those
+    kinds' checks on or off. ``verify: false`` turns verification off for the source."""
+
+    price_change: float | str = "30%"
+    out_of_stock: bool = True
+    delisted: bool = True
+
+    def price_threshold(self) -> float:
+        """The threshold in percent (validated by the loader: a number, or one with ``%``)."""
+        value = self.price_change
+        return float(value.strip().removesuffix("%")) if isinstance(value, str) else value
+
+
 class ApiPagination(_Model, frozen=True):
     """How an API listing pages: ``page`` numbers, ``offset``/limit, a ``cursor`` read from the
     response, or ``none`` (one request). The crawl stops at a short page, when the running total
@@ -223,6 +239,16 @@ class Source(_Model, frozen=True):
     render: bool | Literal["auto"] | Render = False
     # Alert rules kept with the source; applying the file reconciles them (see AlertSpec).
     alerts: list[AlertSpec] = []
+    # Verify before alerting: ``true`` (the defaults), ``false``, or the options.
+    verify: bool | Verify = True
+
+    def verification(self) -> Verify | None:
+        """What is verified before its event is emitted; None: nothing. An API source is never
+        verified: its products have no page of their own to re-fetch (their ``url`` is the
+        shop's HTML page, which the API mapping does not read)."""
+        if self.verify is False or (self.api is not None and self.api.url):
+            return None
+        return self.verify if isinstance(self.verify, Verify) else Verify()
 
     def render_options(self) -> Render | None:
         """The render options, or None when pages are fetched plainly."""

@@ -29,7 +29,7 @@ import msgspec
 import yaml
 
 from schemas.messages import Product
-from schemas.source import API_PRESETS, LinkRule, Source
+from schemas.source import API_PRESETS, LinkRule, Source, Verify
 from shared.alert_rules import spec_problems
 from shared.errors import SourceError
 from shared.nesting import MAX_DEPTH, TooComplex, check_depth, check_yaml_graph
@@ -46,6 +46,7 @@ class RefusedDocument(SourceError):
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _LOCALE_RE = re.compile(r"[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*")
+_PERCENT_RE = re.compile(r"\s*\d+(\.\d+)?\s*")
 _HOST_RE = re.compile(
     r"(?i)(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\.?"
 )
@@ -557,6 +558,7 @@ def _check(s: Source) -> Iterator[_Problem]:
         except ValueError as exc:
             yield _Problem(("refresh", "schedule"), str(exc))
     yield from _alerts(s)
+    yield from _verify(s)
 
 
 def _alerts(s: Source) -> Iterator[_Problem]:
@@ -571,6 +573,22 @@ def _alerts(s: Source) -> Iterator[_Problem]:
             what = f"the name {_show(spec.name)}" if spec.name is not None else "the same rule"
             yield _Problem(("alerts", i), f"{what} is already alerts[{seen[identity]}]")
         seen.setdefault(identity, i)
+
+
+def _verify(s: Source) -> Iterator[_Problem]:
+    if not isinstance(s.verify, Verify):
+        return
+    value = s.verify.price_change
+    text = value.strip().removesuffix("%") if isinstance(value, str) else None
+    try:
+        threshold = float(text) if text is not None else float(value)
+    except ValueError:
+        threshold = math.nan
+    if text is not None and not _PERCENT_RE.fullmatch(text):
+        threshold = math.nan  # "inf", "1e3": a number Python reads, but no percentage
+    if not (math.isfinite(threshold) and 0 < threshold <= 1000):
+        msg = f"{_show(value)} must be a percentage > 0 and ≤ 1000, like 30%"
+        yield _Problem(("verify", "price_change"), msg)
 
 
 def _url(path: FieldPath, url: str, shown: str | None = None) -> Iterator[_Problem]:

@@ -20,8 +20,18 @@ from control.api.routes import (
     respond,
 )
 from schemas.messages import CHANGE_KINDS
-from schemas.read import ChangePage
+from schemas.read import ChangePage, VerificationCounts
 from services.refresher import store
+
+VERIFICATION = ("pending", "confirmed", "cancelled", "unknown")
+
+
+def _verification(request: web.Request) -> list[str] | None:
+    states = [k for raw in request.query.getall("verification", []) for k in raw.split(",") if k]
+    unknown = sorted(set(states) - set(VERIFICATION))
+    if unknown:
+        raise Problem(400, "Bad Request", f"verification: unknown {', '.join(unknown)}")
+    return states or None
 
 
 def _kinds(request: web.Request) -> list[str] | None:
@@ -40,6 +50,7 @@ async def list_changes(request: web.Request) -> web.Response:
         source=query_str(request, "source"),
         since=query_time(request, "since"),
         kinds=_kinds(request),
+        verification=_verification(request),
     )
     before = query_int(request, "before", None, lo=0)
     if before is not None:
@@ -61,6 +72,15 @@ async def list_changes(request: web.Request) -> web.Response:
     return respond(ChangePage(items=items, next=nxt, more=len(items) == limit))
 
 
+async def verification_counts(request: web.Request) -> web.Response:
+    where = store.ChangeFilter(
+        source=query_str(request, "source"), since=query_time(request, "since")
+    )
+    async with pool_of(request).acquire() as conn:
+        counts = await store.verification_counts(conn, where)
+    return respond(VerificationCounts(**counts))
+
+
 ROUTES = [
     Route(
         "GET",
@@ -71,6 +91,11 @@ ROUTES = [
         params=(
             Param("source", {"type": "string"}),
             Param("kind", {"type": "string", "enum": list(CHANGE_KINDS)}, "repeatable"),
+            Param(
+                "verification",
+                {"type": "string", "enum": list(VERIFICATION)},
+                "the candidates held for verification in this state, instead of the emitted events",
+            ),
             Param("since", {"type": "string", "format": "date-time"}, "at or after this time"),
             Param("after", {**ID, "minimum": 0, "default": 0}, "the cursor: an event id"),
             Param(
@@ -82,5 +107,18 @@ ROUTES = [
         ),
         response=ChangePage,
         errors=(400, 422),
+    ),
+    Route(
+        "GET",
+        "/api/changes/verification",
+        verification_counts,
+        "Candidate changes by how verification ended (how many it cancelled)",
+        "changes",
+        params=(
+            Param("source", {"type": "string"}),
+            Param("since", {"type": "string", "format": "date-time"}, "at or after this time"),
+        ),
+        response=VerificationCounts,
+        errors=(400,),
     ),
 ]

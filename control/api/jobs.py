@@ -214,7 +214,7 @@ _JOB = (Param("job_id", ID, "job id", required=True, location="path"),)
 _FILTERS = (
     Param("status", {"type": "string", "enum": ["running", "completed", "cancelled"]}),
     Param("source", {"type": "string"}),
-    Param("kind", {"type": "string", "enum": ["discovery", "refresh"]}),
+    Param("kind", {"type": "string", "enum": ["discovery", "refresh", "verify"]}),
 )
 _ACT: dict[str, Any] = {"tag": "jobs", "params": _JOB, "response": ActionOut, "errors": (404, 409)}
 

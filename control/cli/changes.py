@@ -28,6 +28,13 @@ def register(sub) -> None:
     changes.add_argument("--kind", action="append", choices=CHANGE_KINDS, help="repeatable")
     changes.add_argument("--after", type=int, default=0, help="the cursor: an event id")
     changes.add_argument("--limit", type=int, default=100)
+    changes.add_argument(
+        "--verification",
+        action="append",
+        choices=("pending", "confirmed", "cancelled", "unknown"),
+        help="list the candidates held for verification in this state (repeatable) instead "
+        "of the emitted events",
+    )
 
     alerts = add_command(sub, "alerts", "manage alert rules (webhooks, Apprise)", json_flag=False)
     actions = alerts.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -143,11 +150,17 @@ async def cmd_changes(args: argparse.Namespace, settings: Settings) -> int:
     from control.client import TrawlClient
     from services.refresher import store
 
-    where = store.ChangeFilter(source=args.source, since=since(args.since), kinds=args.kind)
+    where = store.ChangeFilter(
+        source=args.source,
+        since=since(args.since),
+        kinds=args.kind,
+        verification=args.verification,
+    )
     async with TrawlClient(settings, nats=False) as client, (await client.pool()).acquire() as conn:
         events = await store.list_events(conn, where, cursor=args.after, limit=args.limit)
+        counts = await store.verification_counts(conn, where)
     data = [msgspec.to_builtins(e) for e in events]
-    emit(args, data, lambda: _print(args.source, data))
+    emit(args, data, lambda: _print(args.source, data, counts))
     return 0
 
 
@@ -158,7 +171,7 @@ def _state(s: dict[str, Any] | None) -> str:
     return f"{price} {s.get('currency') or ''} {s.get('availability') or ''}".strip()
 
 
-def _print(source: str, data: list[dict[str, Any]]) -> None:
+def _print(source: str, data: list[dict[str, Any]], counts: dict[str, int]) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -177,3 +190,8 @@ def _print(source: str, data: list[dict[str, Any]]) -> None:
             change,
         )
     Console().print(table)
+    if counts:  # what verification before alerting did (docs/architecture.md)
+        shown = ", ".join(
+            f"{counts.get(k, 0)} {k}" for k in ("confirmed", "cancelled", "unknown", "pending")
+        )
+        print(f"verified candidates: {shown}")

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import random
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
@@ -193,6 +194,29 @@ def identity_for(
     random.Random(seed).shuffle(order)
     profile = order[generation % len(order)]
     return Identity(id=profile.id, headers=_headers(profile, language), tls=profile.tls)
+
+
+def identity_avoiding(
+    session_key: str,
+    avoid: Collection[str],
+    *,
+    generation: int = 0,
+    locale: str = "en-US",
+    user_agent: str | None = None,
+) -> Identity:
+    """The session's identity at ``generation``, or at the next generations until one is not
+    in ``avoid`` (a verify job's re-check must not look like the fetch that saw the change);
+    when every profile is avoided (or the source pins one), the one at ``generation``."""
+    first = identity_for(session_key, generation=generation, locale=locale, user_agent=user_agent)
+    if not avoid or first.id not in avoid:
+        return first
+    for step in range(1, len(PROFILES)):
+        other = identity_for(
+            session_key, generation=generation + step, locale=locale, user_agent=user_agent
+        )
+        if other.id not in avoid:
+            return other
+    return first
 
 
 def _family_of(user_agent: str) -> str | None:

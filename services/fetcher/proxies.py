@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Collection
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -82,6 +82,22 @@ def pick(proxies: list[Proxy], session: str, generation: int) -> Proxy | None:
     return proxies[(start + generation) % len(proxies)]
 
 
+def pick_avoiding(
+    proxies: list[Proxy], session: str, generation: int, avoid: Collection[str]
+) -> Proxy | None:
+    """The proxy of ``session`` at ``generation``, or the next one not in ``avoid`` (a verify
+    job's re-check goes through another proxy than the fetch that saw the change, when there
+    is another)."""
+    first = pick(proxies, session, generation)
+    if first is None or not avoid:
+        return first
+    for step in range(len(proxies)):
+        other = pick(proxies, session, generation + step)
+        if other is not None and other.id not in avoid:
+            return other
+    return first
+
+
 class ProxyPool:
     """The active proxies, kept current from the KV bucket by ``run()``."""
 
@@ -105,8 +121,8 @@ class ProxyPool:
     def proxies(self) -> list[Proxy]:
         return self._proxies
 
-    def pick(self, session: str, generation: int) -> Proxy | None:
-        return pick(self._proxies, session, generation)
+    def pick(self, session: str, generation: int, avoid: Collection[str] = ()) -> Proxy | None:
+        return pick_avoiding(self._proxies, session, generation, avoid)
 
     def set(self, entries: list[ProxyEntry]) -> None:
         before = [p.id for p in self._proxies]

@@ -22,6 +22,7 @@ from services.fetcher.http import PlainTransport, Response, Transport, request
 from services.fetcher.identity import (
     PLAIN_ENCODING,
     Identity,
+    identity_avoiding,
     identity_for,
     image_headers,
     with_referrer,
@@ -342,7 +343,11 @@ class Fetcher:
         if not self.proxies.ready.is_set():  # just started: the list is on its way
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.proxies.ready.wait(), PROXY_READY_WAIT)
-        return self.proxies.pick(f"{work.attempt.job_id}:{work.domain}", work.attempt.number - 1)
+        return self.proxies.pick(
+            f"{work.attempt.job_id}:{work.domain}",
+            work.attempt.number - 1,
+            work.policy.avoid_proxies,
+        )
 
     async def fetch(self, work: FetchWork) -> FetchResult:
         policy = work.policy
@@ -386,8 +391,9 @@ class Fetcher:
                     ),
                     crawl_delay=crawl_delay,
                 )
-        identity = identity_for(
+        identity = identity_avoiding(
             f"{work.attempt.job_id}:{work.domain}",
+            policy.avoid_identities,
             generation=work.attempt.number - 1,
             locale=policy.locale,
             user_agent=policy.user_agent,

@@ -48,6 +48,11 @@ class Change:
     direction: str | None = None
     percent: float | None = None
     gtin: str | None = None
+    # A candidate (verification.py): recorded 'pending', with the trigger that asks for its
+    # re-check and the page to re-fetch.
+    verification: str | None = None
+    verify_trigger: str | None = None
+    verify_url: str | None = None
 
     def row(self) -> tuple[Any, ...]:
         before = None if self.before is None else msgspec.to_builtins(self.before)
@@ -63,6 +68,24 @@ class Change:
             self.direction,
             self.percent,
             self.gtin,
+            self.verification,
+            self.verify_trigger,
+            self.verify_url,
+        )
+
+    def confirming(self) -> tuple[Any, ...]:
+        """What a verify job's change tells the candidate it confirms
+        (``store.confirm_candidates``)."""
+        after = msgspec.to_builtins(self.after)
+        return (
+            self.source,
+            self.key,
+            self.variant,
+            self.kind,
+            after,
+            self.direction,
+            self.percent,
+            self.job_id,
         )
 
 

@@ -105,7 +105,8 @@ FRAGMENTS: dict[str, str] = {
     "product_out": ", ".join(OUT_COLUMNS),
     # A change event as schemas.messages.ProductChange (store.py decodes it).
     "product_event": "id, source, kind, key, variant, gtin, url, before, after, direction, "
-    "percent, job_id, extract(epoch FROM at)::float8 AS at",
+    "percent, job_id, extract(epoch FROM at)::float8 AS at, "
+    "CASE WHEN verification = 'confirmed' THEN verify_job END AS verified_by",
 }
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from schemas.messages import ProductChange
 from schemas.source import Source
-from services.refresher import changes, store
+from services.refresher import changes, store, verification
 
 
 @dataclass(frozen=True)
@@ -21,6 +21,8 @@ class MissReport:
     missed: int = 0
     delisted: int = 0
     events: tuple[ProductChange, ...] = ()  # recorded, to publish after the commit
+    candidates: int = 0  # delistings held for verification
+    rechecks: tuple[store.Recheck, ...] = ()  # the verify job to ask for after the commit
 
 
 async def failure_rate(conn: store.Conn, job_id: int) -> float:
@@ -45,21 +47,35 @@ async def count_misses(conn: store.Conn, job: store.FrontierJob, source: Source)
     # (failed, parsed without confidence, product pages without a product) keeps its count.
     unknown = await store.unknown_urls(conn, job.job_id)
     missed = await store.count_missed(conn, job.source, seen, unknown, job.job_id)
-    delisted = await store.delist_products(conn, job.source, source.refresh.miss_threshold)
+    threshold = source.refresh.miss_threshold
+    # A delisting to verify first is a candidate: the product stays as it is (not delisted)
+    # until a verify job finds its page gone (verification.py). One without a page to
+    # re-fetch cannot be verified, and is delisted as before.
+    policy = source.verification()
+    due = await store.due_for_delisting(conn, job.source, threshold) if policy else []
+    held = [d for d in due if policy is not None and policy.delisted and d.url]
+    delisted = await store.delist_products(conn, job.source, threshold, held=[d.key for d in held])
     # The delisting is a stock change: it gets a snapshot unless the product already was
     # out of stock.
     changed = [d for d in delisted if d.before != "out_of_stock"]
     if changed:
         await store.snapshot_delisted(conn, job.source, job.job_id, changed)
-    events = await store.insert_events(
-        conn, [changes.delisting(job.source, job.job_id, d).row() for d in delisted]
-    )
+    trigger = verification.trigger_id(job.source, job.job_id, "delisted")
+    candidates = [
+        verification.as_candidate(changes.delisting(job.source, job.job_id, d), trigger, d.url)
+        for d in held
+    ]
+    rows = [changes.delisting(job.source, job.job_id, d).row() for d in delisted]
+    events = await store.insert_events(conn, rows)
+    pending = len(await store.insert_events(conn, [c.row() for c in candidates]))
     report = MissReport(
         counted=True,
         seen=len(seen),
         missed=len(missed),
         delisted=len(delisted),
         events=tuple(events),
+        candidates=pending,
+        rechecks=tuple(await store.candidate_rechecks(conn, [trigger])) if pending else (),
     )
     await store.record_counted(conn, job.job_id, report.seen, report.missed, report.delisted)
     return report

@@ -26,7 +26,7 @@ import asyncpg
 import msgspec
 
 from schemas.messages import Attempt, Message, ParseResult, Product, ProductChange, ProductState
-from services.refresher import changes, store
+from services.refresher import changes, store, verification
 from services.refresher.columns import JSON_FIELDS, KEEP_WHEN_ABSENT, PRODUCT_FIELDS
 
 _json = msgspec.json.Encoder()
@@ -59,6 +59,9 @@ class Applied:
     upserts: int = 0
     snapshots: int = 0
     events: tuple[ProductChange, ...] = ()  # recorded, to publish after the commit
+    candidates: int = 0  # changes held for verification (verification.py)
+    confirmed: int = 0  # candidates a verify job's sightings confirmed (among ``events``)
+    rechecks: tuple[store.Recheck, ...] = ()  # the verify jobs to ask for after the commit
 
 
 def to_decimal(value: str | None) -> Decimal | None:
@@ -94,6 +97,7 @@ def _stored_state(row: asyncpg.Record) -> State:
 # Positions in a product's values (``Product`` field order, as ``columns.PRODUCT_FIELDS``).
 _PRICE = PRODUCT_FIELDS.index("price")
 _SALE_PRICE = PRODUCT_FIELDS.index("sale_price")
+_AVAILABILITY = PRODUCT_FIELDS.index("availability")
 _JSON_AT = tuple(i for i, name in enumerate(PRODUCT_FIELDS) if name in JSON_FIELDS)
 _JSON_EMPTY = {i: JSON_FIELDS[PRODUCT_FIELDS[i]] for i in _JSON_AT}
 _KEEP_AT = tuple(i for i, name in enumerate(PRODUCT_FIELDS) if name in KEEP_WHEN_ABSENT)
@@ -102,9 +106,10 @@ _STORED = slice(1, 1 + len(PRODUCT_FIELDS))  # of a locked row: source, the fiel
 
 def _values(p: Product, now: State) -> tuple[Any, ...]:
     """The product's column values in field order, as a locked row shows them: prices as
-    Decimals (None when not a number), an empty JSON value as None, the rest as extracted."""
+    Decimals (None when not a number), an empty JSON value as None, the rest as extracted.
+    Price, sale price and stock are ``now``'s: a held sighting keeps the stored ones."""
     values = list(msgspec.structs.astuple(p))
-    values[_PRICE], values[_SALE_PRICE] = now[0], now[1]
+    values[_PRICE], values[_SALE_PRICE], values[_AVAILABILITY] = now[0], now[1], now[2]
     for i in _JSON_AT:
         if not values[i]:
             values[i] = None
@@ -148,12 +153,17 @@ def _json_text(value: Any) -> str:
 
 
 async def apply_results(
-    conn: store.Conn, results: Sequence[Result], *, replay: bool = False
+    conn: store.Conn,
+    results: Sequence[Result],
+    *,
+    replay: bool = False,
+    policies: verification.Policies | None = None,
 ) -> Applied:
-    """Apply a batch of parse results in one transaction (opened here)."""
+    """Apply a batch of parse results in one transaction (opened here). ``policies``: the
+    jobs' verification (the service's); without it no change is held for verification."""
     try:
         async with conn.transaction():
-            return await _apply(conn, results, replay=replay)
+            return await _apply(conn, results, replay=replay, policies=policies)
     except store.NoStagingTables:
         # A new session: create its staging tables and go again. Created in the transaction
         # that uses them: behind a transaction-mode pooler (PgBouncer) the next transaction
@@ -161,10 +171,16 @@ async def apply_results(
         # go), so this happens once per server session. Still missing after that: a real error.
         async with conn.transaction():
             await store.create_staging(conn)
-            return await _apply(conn, results, replay=replay)
+            return await _apply(conn, results, replay=replay, policies=policies)
 
 
-async def _apply(conn: store.Conn, results: Sequence[Result], *, replay: bool) -> Applied:
+async def _apply(
+    conn: store.Conn,
+    results: Sequence[Result],
+    *,
+    replay: bool,
+    policies: verification.Policies | None,
+) -> Applied:
     unique: dict[str, Result] = {}
     for r in results:
         unique.setdefault(r.attempt.id, r)  # a redelivery inside one batch
@@ -188,9 +204,9 @@ async def _apply(conn: store.Conn, results: Sequence[Result], *, replay: bool) -
     new_ids = await store.record_results(conn, records)
     fresh = [r for r in unique.values() if r.attempt.id in new_ids]
     sightings = [(r, p) for r in fresh for p in r.sightings() if p.confident]
-    upserts, snapshots, events = (
-        await _upsert(conn, sightings, replay=replay) if sightings else (0, 0, [])
-    )
+    jobs = {r.attempt.job_id for r, _ in sightings}
+    held = await policies.of(conn, jobs) if policies is not None else {}
+    done = await _upsert(conn, sightings, replay=replay, policies=held) if sightings else _NONE
     bare = [r for r in fresh if not r.sightings() and r.not_modified and not replay]
     if bare:
         await store.seen_by_url(
@@ -199,9 +215,12 @@ async def _apply(conn: store.Conn, results: Sequence[Result], *, replay: bool) -
     return Applied(
         results=len(fresh),
         duplicates=len(results) - len(fresh),
-        upserts=upserts,
-        snapshots=snapshots,
-        events=tuple(events),
+        upserts=done.upserts,
+        snapshots=done.snapshots,
+        events=tuple(done.events),
+        candidates=done.candidates,
+        confirmed=done.confirmed,
+        rechecks=tuple(done.rechecks),
     )
 
 
@@ -209,9 +228,26 @@ def _shown_state(now: State, currency: str | None) -> ProductState:
     return changes.state(now[0], now[1], currency, now[2])
 
 
+@dataclass(frozen=True)
+class _Upserted:
+    upserts: int = 0
+    snapshots: int = 0
+    events: Sequence[ProductChange] = ()
+    candidates: int = 0
+    rechecks: Sequence[store.Recheck] = ()
+    confirmed: int = 0
+
+
+_NONE = _Upserted()
+
+
 async def _upsert(
-    conn: store.Conn, sightings: list[tuple[Result, Product]], *, replay: bool
-) -> tuple[int, int, list[ProductChange]]:
+    conn: store.Conn,
+    sightings: list[tuple[Result, Product]],
+    *,
+    replay: bool,
+    policies: dict[int, verification.JobPolicy],
+) -> _Upserted:
     # Order of arrival within the batch is the order of observation: the last one wins the
     # row, and every change along the way gets its snapshot.
     sightings.sort(key=lambda s: s[0].attempt.job_id)  # stable: arrival order within a job
@@ -223,7 +259,8 @@ async def _upsert(
     # What change events compare: the stored state, then each sighting's in order.
     shown = {k: _shown_state(st, prev[k]["currency"]) for k, st in state.items()}
     relisted = {k for k, row in prev.items() if row["delisted"]}
-    found: list[changes.Change] = []
+    found: list[changes.Change] = []  # events (or, from a verify job, confirmations)
+    held: list[changes.Change] = []  # candidates to verify before their event
     for r, p in sightings:
         a = r.attempt
         k = (a.source, p.key)
@@ -232,19 +269,29 @@ async def _upsert(
             continue  # an older job's late result: the newer observation stands
         now = _state(p)
         if state.get(k) != now or k in relisted:
+            policy = policies.get(a.job_id, _NO_POLICY)
+            after = _shown_state(now, p.currency)
+            back = k in relisted and not replay
+            kinds = changes.changes_of(a.source, a.job_id, p, shown.get(k), after, relisted=back)
+            if row is not None and not back and any(policy.holds(c) for c in kinds):
+                # A candidate: the row keeps its verified price and stock (no snapshot, no
+                # event) until a verify job's re-check settles it. The sighting's other
+                # changes wait with it (the row holds them back too), so that each is still
+                # this job's event when confirmed. A replay, which observes nothing new, keeps
+                # the verified values too (and asks for no re-check).
+                if not replay:
+                    held += kinds
+                final[k] = (r, _values(p, state[k]))
+                continue
+            if not replay:
+                relisted.discard(k)
+                found += kinds
+                shown[k] = after
             if state.get(k) != now:
                 prices = _json_text(p.prices) if p.prices else None
                 price, sale = _numeric(now[0]), _numeric(now[1])
                 snaps.append((a.source, p.key, a.job_id, price, sale, p.currency, now[2], prices))
                 state[k] = now
-            if not replay:
-                after = _shown_state(now, p.currency)
-                back = k in relisted
-                relisted.discard(k)
-                found += changes.changes_of(
-                    a.source, a.job_id, p, shown.get(k), after, relisted=back
-                )
-                shown[k] = after
         final[k] = (r, _values(p, now))
     # Most sightings of a refresh change nothing: those rows are not rewritten here. Their
     # last-seen mark is set once per job, when its misses are counted (misses.py).
@@ -257,5 +304,34 @@ async def _upsert(
         await store.upsert_products(conn, rows, replay=replay)
     if snaps:
         await store.insert_snapshots(conn, snaps)
+    confirming = [c for c in found if policies.get(c.job_id, _NO_POLICY).verifying]
+    confirmed = await store.confirm_candidates(conn, [c.confirming() for c in confirming])
+    settled = {(e.source, e.key, e.variant, e.kind) for e in confirmed}
+    found = [c for c in found if (c.source, c.key, c.variant, c.kind) not in settled]
+    pages = {(r.attempt.source, p.key): r.attempt.url for r, p in sightings}
+    triggers = {
+        c.job_id: verification.trigger_id(c.source, c.job_id, _tag(sightings, c.job_id))
+        for c in held
+    }
+    # The page to re-fetch is the one that showed the change: a page the job was allowed to
+    # fetch (a product's own URL may be a canonical on another host).
+    candidates = [
+        verification.as_candidate(
+            c, triggers[c.job_id], pages.get((c.source, c.variant or c.key)) or c.url
+        )
+        for c in held
+    ]
     events = await store.insert_events(conn, [c.row() for c in found])
-    return len(rows), len(snaps), events
+    pending = await store.insert_events(conn, [c.row() for c in candidates])
+    rechecks = await store.candidate_rechecks(conn, sorted(triggers.values())) if pending else []
+    published = sorted(confirmed + events, key=lambda e: e.id)
+    return _Upserted(len(rows), len(snaps), published, len(pending), rechecks, len(confirmed))
+
+
+_NO_POLICY = verification.JobPolicy()
+
+
+def _tag(sightings: list[tuple[Result, Product]], job_id: int) -> str:
+    """Names the batch's candidates of a job: the first attempt id of that job in the batch
+    (the same batch applied again, after a rollback, asks with the same trigger)."""
+    return min(r.attempt.id for r, _ in sightings if r.attempt.job_id == job_id)

@@ -178,9 +178,31 @@ WHERE source = $1 AND NOT (key = ANY($2::text[]))
 RETURNING key
 
 -- name: delist_products
+-- $3: products not delisted now: their delisting is a candidate, verified first.
 WITH d AS (
     SELECT key, availability AS before FROM products
     WHERE source = $1 AND consecutive_misses >= $2 AND delisted_at IS NULL
+      AND NOT (key = ANY($3::text[]))
+    FOR UPDATE)
+UPDATE products p SET availability = 'out_of_stock', delisted_at = now(), updated_at = now()
+FROM d WHERE p.source = $1 AND p.key = d.key
+RETURNING p.key, p.variant_of, p.url, p.gtin, p.price, p.sale_price, p.currency, d.before
+
+-- name: due_for_delisting
+-- Products at the threshold not delisted yet, with what a delisting event says of them.
+SELECT key, variant_of, url, gtin, price, sale_price, currency, availability AS before
+FROM products
+WHERE source = $1 AND consecutive_misses >= $2 AND delisted_at IS NULL
+ORDER BY key
+FOR UPDATE
+
+-- name: delist_keys
+-- A verified delisting: these products (a verify job found their page gone or without them),
+-- unless another job saw them meanwhile (their misses reset).
+WITH d AS (
+    SELECT key, availability AS before FROM products
+    WHERE source = $1 AND key = ANY($2::text[]) AND delisted_at IS NULL
+      AND consecutive_misses > 0
     FOR UPDATE)
 UPDATE products p SET availability = 'out_of_stock', delisted_at = now(), updated_at = now()
 FROM d WHERE p.source = $1 AND p.key = d.key
@@ -285,26 +307,125 @@ ORDER BY key, job_id DESC, id DESC
 -- Product change events (changes.py), one per (source, key, variant, job, kind): a second
 -- change of the same kind in one job is the same event. Only the new rows come back, to be
 -- published after the commit. Ids follow the order of observation. (The products behind the
--- rows are locked already, so two replicas never race for one key.)
+-- rows are locked already, so two replicas never race for one key.) A candidate
+-- (verification.py) comes in 'pending', with the trigger that asks for its re-check and the
+-- page to re-fetch; a second pending candidate of the same product and kind adds nothing.
 INSERT INTO product_events (source, key, variant, job_id, kind, url, before, after, direction,
-                            percent, gtin)
-SELECT source, key, variant, job_id, kind, url, before, after, direction, percent, gtin
+                            percent, gtin, verification, verify_trigger, verify_url)
+SELECT source, key, variant, job_id, kind, url, before, after, direction, percent, gtin,
+       verification, verify_trigger, verify_url
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[],
-            $7::jsonb[], $8::jsonb[], $9::text[], $10::float8[], $11::text[])
+            $7::jsonb[], $8::jsonb[], $9::text[], $10::float8[], $11::text[], $12::text[],
+            $13::text[], $14::text[])
      WITH ORDINALITY AS e(source, key, variant, job_id, kind, url, before, after, direction,
-                          percent, gtin, n)
+                          percent, gtin, verification, verify_trigger, verify_url, n)
 ORDER BY n
 ON CONFLICT DO NOTHING
 RETURNING {product_event}
+
+-- name: confirm_candidates
+-- A verify job's sighting shows the change a pending candidate claims: the candidate is the
+-- event (its job, its key), now with the re-check's after, and is published after the commit.
+-- (The unnested columns are named apart from the table's: RETURNING names the table's.)
+UPDATE product_events e
+SET verification = 'confirmed', after = c.c_after, direction = c.c_direction,
+    percent = c.c_percent, verify_job = c.c_job, verified_at = now()
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::jsonb[], $6::text[],
+            $7::float8[], $8::bigint[])
+     AS c(c_source, c_key, c_variant, c_kind, c_after, c_direction, c_percent, c_job)
+WHERE e.source = c.c_source AND e.key = c.c_key AND e.variant = c.c_variant
+  AND e.kind = c.c_kind AND e.verification = 'pending'
+RETURNING {product_event}
+
+-- name: candidate_rechecks
+-- The re-checks that triggers ask for: each trigger's source and pages.
+SELECT verify_trigger, source, array_agg(DISTINCT verify_url ORDER BY verify_url) AS urls
+FROM product_events
+WHERE verify_trigger = ANY($1::text[]) AND verify_url IS NOT NULL
+GROUP BY verify_trigger, source
+
+-- name: unlinked_rechecks
+-- The sweep: pending candidates whose trigger no scheduler has answered yet (none was up, or
+-- the refresher stopped between the commit and the request).
+SELECT verify_trigger, source, array_agg(DISTINCT verify_url ORDER BY verify_url) AS urls
+FROM product_events
+WHERE verification = 'pending' AND verify_job IS NULL AND verify_url IS NOT NULL
+  AND at < now() - make_interval(secs => $1)
+GROUP BY verify_trigger, source
+ORDER BY min(id)
+LIMIT $2
+
+-- name: link_verify_job
+UPDATE product_events SET verify_job = $2
+WHERE verify_trigger = $1 AND verify_job IS NULL
+
+-- name: refused_recheck
+-- The scheduler answered a verify trigger with an error (no usable page, the source deleted):
+-- its candidates cannot be verified, so they are unknown, never a change.
+UPDATE product_events SET verification = 'unknown', verified_at = now()
+WHERE verify_trigger = $1 AND verification = 'pending' AND verify_job IS NULL
+
+-- name: abandon_unlinked
+-- Candidates whose re-check no scheduler took for this long: unknown, never a change.
+UPDATE product_events SET verification = 'unknown', verified_at = now()
+WHERE verification = 'pending' AND verify_job IS NULL
+  AND at < now() - make_interval(secs => $1)
+
+-- name: pending_checks
+-- A verify job's candidates still pending at its completion, locked: one resolution only.
+SELECT id, source, key, variant, kind, verify_url FROM product_events
+WHERE verify_job = $1 AND verification = 'pending'
+ORDER BY id
+FOR UPDATE
+
+-- name: verify_pages
+-- What a verify job's re-fetch of each page came to: its state and outcome, and whether its
+-- parse was unsure (a product parsed without confidence says nothing).
+SELECT e.url, e.state, e.last_outcome,
+       EXISTS (SELECT 1 FROM applied_results a
+               WHERE a.job_id = $1 AND a.unknown_url = e.url) AS unsure
+FROM frontier_job_pages e WHERE e.job_id = $1
+
+-- name: settle_checks
+UPDATE product_events SET verification = $2, verified_at = now()
+WHERE id = ANY($1::bigint[]) AND verification = 'pending'
+
+-- name: confirm_checks
+UPDATE product_events SET verification = 'confirmed', verify_job = $2, verified_at = now()
+WHERE id = ANY($1::bigint[]) AND verification = 'pending'
+RETURNING {product_event}
+
+-- name: finished_verify_jobs
+-- The sweep: verify jobs that finished (their misses step ran, or they were cancelled) with
+-- candidates still pending: a link recorded after the completion had been handled.
+SELECT DISTINCT e.verify_job AS job_id, e.source FROM product_events e
+JOIN frontier_jobs j ON j.job_id = e.verify_job
+WHERE e.verification = 'pending' AND e.verify_job IS NOT NULL
+  AND (j.status = 'cancelled' OR EXISTS (SELECT 1 FROM miss_counts m WHERE m.job_id = j.job_id))
+
+-- name: job_candidates
+-- How many of a job's changes were held as candidates, by how they ended.
+SELECT verification, count(*) AS n FROM product_events
+WHERE job_id = $1 AND verification IS NOT NULL
+GROUP BY verification
+
+-- name: verification_counts
+-- `trawl changes --verification` and /api/changes/verification: candidates by outcome.
+SELECT verification, count(*) AS n FROM product_events
+WHERE ($1::text IS NULL OR source = $1) AND verification IS NOT NULL
+  AND ($2::timestamptz IS NULL OR at >= $2)
+GROUP BY verification
 
 -- name: mark_events_published
 UPDATE product_events SET published_at = now() WHERE id = ANY($1::bigint[])
 
 -- name: unpublished_events
 -- The outbox sweep: events recorded a while ago whose publish a crash interrupted. SKIP LOCKED:
--- a replica's sweep passes over the rows another is publishing.
+-- a replica's sweep passes over the rows another is publishing. Candidates are not events
+-- until confirmed.
 SELECT {product_event} FROM product_events
 WHERE published_at IS NULL AND at < now() - make_interval(secs => $1)
+  AND (verification IS NULL OR verification = 'confirmed')
 ORDER BY id LIMIT $2
 FOR UPDATE SKIP LOCKED
 
@@ -318,7 +439,10 @@ WITH matching AS NOT MATERIALIZED (
     SELECT {product_event} FROM product_events
     WHERE ($1::text IS NULL OR source = $1)
       AND ($3::timestamptz IS NULL OR at >= $3)
-      AND ($4::text[] IS NULL OR kind = ANY($4::text[])))
+      AND ($4::text[] IS NULL OR kind = ANY($4::text[]))
+      -- Emitted events only, unless $7 names verification states (held candidates).
+      AND ($7::text[] IS NULL AND (verification IS NULL OR verification = 'confirmed')
+           OR verification = ANY($7::text[])))
 (SELECT * FROM matching WHERE NOT $6::boolean AND id > $2::bigint ORDER BY id LIMIT $5)
 UNION ALL
 (SELECT * FROM matching WHERE $6::boolean AND ($2::bigint = 0 OR id < $2::bigint)

@@ -9,7 +9,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from schemas.messages import JobEvent
-from services.refresher import changes, store
+from services.refresher import changes, store, verification
 from services.refresher.claims import check_completed, unclaimed
 from services.refresher.images import link_images
 from services.refresher.misses import count_misses
@@ -85,6 +85,30 @@ class Counts:
             unit="{job}",
             stat="jobs_counted",
         )
+        self.candidates = count(
+            "trawl.refresher.verify.candidates",
+            "Changes held for verification (out of stock, delisted, a large price change).",
+            unit="{candidate}",
+            stat="verify_candidates",
+        )
+        self.confirmed = count(
+            "trawl.refresher.verify.confirmed",
+            "Candidates a verify job's re-check confirmed: their events were emitted.",
+            unit="{candidate}",
+            stat="verify_confirmed",
+        )
+        self.cancelled = count(
+            "trawl.refresher.verify.cancelled",
+            "Candidates a verify job's re-check contradicted: no event.",
+            unit="{candidate}",
+            stat="verify_cancelled",
+        )
+        self.unknown = count(
+            "trawl.refresher.verify.unknown",
+            "Candidates whose re-check said nothing (blocked, failed, unsure): no event.",
+            unit="{candidate}",
+            stat="verify_unknown",
+        )
 
 
 class Refresher:
@@ -92,6 +116,7 @@ class Refresher:
         self.rt = rt
         self.pool = rt.pool
         self.counts = Counts(rt.metrics)
+        self.policies = verification.Policies()
 
     async def on_parsed_batch(self, deliveries: list[Delivery[ParsedProducts]]) -> None:
         """A pulled batch in one transaction; the consumer acks it after the commit. A result
@@ -105,10 +130,15 @@ class Refresher:
 
     async def apply(self, results: Sequence[ParsedProducts]) -> Applied:
         async with self.pool.acquire() as conn:
-            done = await apply_results(conn, results)
-            # After the commit: a crash before the publish leaves the events to the sweep.
+            done = await apply_results(conn, results, policies=self.policies)
+            # After the commit: a crash before the publish leaves the events to the sweep,
+            # and a verify job not asked for to the sweep too.
             await changes.publish_pending(self.rt, conn, done.events)
+            refused = await verification.request(self.rt.nc, self.rt.names, conn, done.rechecks)
         counts = self.counts
+        counts.candidates.add(done.candidates)
+        counts.confirmed.add(done.confirmed)
+        counts.unknown.add(refused)
         counts.batches.add()
         counts.applied.add(done.results)
         counts.duplicates.add(done.duplicates)
@@ -132,6 +162,27 @@ class Refresher:
                 if len(events) < SWEEP_BATCH:
                     return
 
+    async def sweep_checks(self) -> None:
+        """Verification's backstop: ask again for verify jobs nobody answered, settle the
+        candidates of verify jobs that finished before their link was recorded, and give up
+        (unknown) on candidates no scheduler took for an hour."""
+        async with self.pool.acquire() as conn:
+            unlinked = await store.unlinked_rechecks(conn, SWEEP_AFTER, SWEEP_BATCH)
+            refused = await verification.request(self.rt.nc, self.rt.names, conn, unlinked)
+            for job_id, source in await store.finished_verify_jobs(conn):
+                async with conn.transaction():
+                    done = await verification.resolve(conn, job_id, source)
+                await changes.publish_pending(self.rt, conn, done.events)
+                self._count_resolution(done)
+            abandoned = await store.abandon_unlinked(conn, verification.GIVE_UP_AFTER)
+            self.counts.unknown.add(refused + abandoned)
+
+    def _count_resolution(self, done: verification.Resolution) -> None:
+        self.counts.confirmed.add(done.confirmed)
+        self.counts.cancelled.add(done.cancelled)
+        self.counts.unknown.add(done.unknown)
+        self.counts.changes.add(len(done.events))
+
     async def on_job_completed(self, d: Delivery[JobEvent]) -> None:
         event = d.body
         if event.event != "completed":
@@ -154,8 +205,17 @@ class Refresher:
                 report = await count_misses(conn, job, source)
                 # Every image entry of the job is done now: point its products at them.
                 images = await link_images(conn, event.job_id, event.source)
-            await changes.publish_pending(self.rt, conn, report.events)
+                # A verify job's re-checks are all in: settle its candidates, once (locked).
+                checked = verification.Resolution()
+                if job.kind == "verify":
+                    checked = await verification.resolve(conn, job.job_id, job.source)
+                candidates = await store.job_candidates(conn, job.job_id)
+            await changes.publish_pending(self.rt, conn, report.events + checked.events)
+            refused = await verification.request(self.rt.nc, self.rt.names, conn, report.rechecks)
+            self.counts.unknown.add(refused)
             self.counts.changes.add(len(report.events))
+            self.counts.candidates.add(report.candidates)
+            self._count_resolution(checked)
         self.counts.jobs_counted.add()
         counters = dict(event.counters)
         counters.update(
@@ -166,6 +226,12 @@ class Refresher:
                 "delisted": report.delisted,
                 "counted": int(report.counted),
                 "images_linked": images,
+                # Of a crawl job: its changes held for verification, by how they ended so far.
+                # Of a verify job: what its re-checks settled.
+                "candidates": sum(candidates.values()),
+                "verify_confirmed": checked.confirmed,
+                "verify_cancelled": checked.cancelled,
+                "verify_unknown": checked.unknown,
             }
         )
         refreshed = JobEvent(
@@ -193,6 +259,9 @@ class Refresher:
                 "reason": report.reason,
                 "missed": report.missed,
                 "delisted": report.delisted,
+                "confirmed": checked.confirmed,
+                "cancelled": checked.cancelled,
+                "unknown": checked.unknown,
             },
         )
 
@@ -209,5 +278,6 @@ async def start(rt: DbRuntime) -> list[Coroutine[Any, Any, None]]:
         rt.consumer(JOB_EVENTS, refresher.on_job_completed, concurrency=4),
     ]
     return [c.run() for c in consumers] + [
-        rt.every(SWEEP_EVERY, refresher.sweep_changes, cluster=True)
+        rt.every(SWEEP_EVERY, refresher.sweep_changes, cluster=True),
+        rt.every(SWEEP_EVERY, refresher.sweep_checks, cluster=True),
     ]

@@ -170,8 +170,9 @@ def _event(row: asyncpg.Record) -> ProductChange:
 
 
 async def insert_events(conn: Conn, rows: Sequence[tuple[Any, ...]]) -> list[ProductChange]:
-    """Record (source, key, variant, job, kind, url, before, after, direction, percent, gtin) rows;
-    returns the events that are new, in id order."""
+    """Record (source, key, variant, job, kind, url, before, after, direction, percent, gtin,
+    verification, verify trigger, verify url) rows (``changes.Change.row``); returns the events
+    that are new, in id order (pending candidates among them)."""
     if not rows:
         return []
     columns = [list(c) for c in zip(*rows, strict=True)]
@@ -192,11 +193,120 @@ async def unpublished_events(conn: Conn, older_than: float, limit: int) -> list[
 
 @dataclass(frozen=True)
 class ChangeFilter:
-    """What ``trawl changes`` and /api/changes ask; None asks nothing."""
+    """What ``trawl changes`` and /api/changes ask; None asks nothing. ``verification``: the
+    candidates in these states (``pending``, ``confirmed``, ``cancelled``, ``unknown``) instead
+    of the emitted events."""
 
     source: str | None = None
     since: datetime | None = None
     kinds: list[str] | None = None
+    verification: list[str] | None = None
+
+
+# -- verification (verification.py) --------------------------------------------------------------
+async def confirm_candidates(conn: Conn, rows: Sequence[tuple[Any, ...]]) -> list[ProductChange]:
+    """(source, key, variant, kind, after, direction, percent, verify job) of a verify job's
+    changes: the pending candidates they confirm, now confirmed, in id order."""
+    if not rows:
+        return []
+    columns = [list(c) for c in zip(*rows, strict=True)]
+    confirmed = [_event(r) for r in await conn.fetch(_Q["confirm_candidates"], *columns)]
+    return sorted(confirmed, key=lambda e: e.id)
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """A verify trigger: its id, its source and the pages it asks to re-fetch."""
+
+    trigger_id: str
+    source: str
+    urls: tuple[str, ...]
+
+
+def _recheck(row: asyncpg.Record) -> Recheck:
+    return Recheck(row["verify_trigger"], row["source"], tuple(row["urls"]))
+
+
+async def candidate_rechecks(conn: Conn, trigger_ids: Sequence[str]) -> list[Recheck]:
+    if not trigger_ids:
+        return []
+    return [_recheck(r) for r in await conn.fetch(_Q["candidate_rechecks"], list(trigger_ids))]
+
+
+async def unlinked_rechecks(conn: Conn, older_than: float, limit: int) -> list[Recheck]:
+    return [_recheck(r) for r in await conn.fetch(_Q["unlinked_rechecks"], older_than, limit)]
+
+
+async def link_verify_job(conn: Conn, trigger_id: str, job_id: int) -> None:
+    await conn.execute(_Q["link_verify_job"], trigger_id, job_id)
+
+
+async def refused_recheck(conn: Conn, trigger_id: str) -> int:
+    """The trigger's candidates that the scheduler refused to verify, now unknown; how many."""
+    return _updated(await conn.execute(_Q["refused_recheck"], trigger_id))
+
+
+async def abandon_unlinked(conn: Conn, older_than: float) -> int:
+    return _updated(await conn.execute(_Q["abandon_unlinked"], older_than))
+
+
+@dataclass(frozen=True)
+class PendingCheck:
+    id: int
+    source: str
+    key: str
+    variant: str
+    kind: str
+    verify_url: str | None
+
+    @property
+    def row_key(self) -> str:
+        """The products row the candidate is about: the variant's own row, or the product's."""
+        return self.variant or self.key
+
+
+async def pending_checks(conn: Conn, job_id: int) -> list[PendingCheck]:
+    """The verify job's candidates still pending, locked (run it in a transaction)."""
+    return [PendingCheck(**dict(r)) for r in await conn.fetch(_Q["pending_checks"], job_id)]
+
+
+@dataclass(frozen=True)
+class CheckedPage:
+    url: str
+    state: str
+    last_outcome: str | None
+    unsure: bool  # parsed without confidence
+
+
+async def verify_pages(conn: Conn, job_id: int) -> list[CheckedPage]:
+    return [CheckedPage(**dict(r)) for r in await conn.fetch(_Q["verify_pages"], job_id)]
+
+
+async def settle_checks(conn: Conn, ids: Sequence[int], verification: str) -> None:
+    if ids:
+        await conn.execute(_Q["settle_checks"], list(ids), verification)
+
+
+async def confirm_checks(conn: Conn, ids: Sequence[int], job_id: int) -> list[ProductChange]:
+    if not ids:
+        return []
+    rows = await conn.fetch(_Q["confirm_checks"], list(ids), job_id)
+    return sorted((_event(r) for r in rows), key=lambda e: e.id)
+
+
+async def finished_verify_jobs(conn: Conn) -> list[tuple[int, str]]:
+    return [(r["job_id"], r["source"]) for r in await conn.fetch(_Q["finished_verify_jobs"])]
+
+
+async def job_candidates(conn: Conn, job_id: int) -> dict[str, int]:
+    """The job's candidates by verification state."""
+    return {r["verification"]: r["n"] for r in await conn.fetch(_Q["job_candidates"], job_id)}
+
+
+async def verification_counts(conn: Conn, where: ChangeFilter) -> dict[str, int]:
+    """Candidates by verification state (of a source, since a time)."""
+    rows = await conn.fetch(_Q["verification_counts"], where.source, where.since)
+    return {r["verification"]: r["n"] for r in rows}
 
 
 async def list_events(
@@ -210,7 +320,14 @@ async def list_events(
     """Events after the cursor (an event id) in id order; or, ``newest_first``, before it
     (0: from the newest) newest first."""
     rows = await conn.fetch(
-        _Q["list_events"], where.source, cursor, where.since, where.kinds, limit, newest_first
+        _Q["list_events"],
+        where.source,
+        cursor,
+        where.since,
+        where.kinds,
+        limit,
+        newest_first,
+        where.verification,
     )
     return [_event(r) for r in rows]
 
@@ -269,9 +386,25 @@ class Delisted:
     before: str | None  # availability before the delisting
 
 
-async def delist_products(conn: Conn, source: str, threshold: int) -> list[Delisted]:
-    """Mark out of stock the products at ``threshold`` misses not delisted yet."""
-    rows = await conn.fetch(_Q["delist_products"], source, threshold)
+async def delist_products(
+    conn: Conn, source: str, threshold: int, *, held: Sequence[str] = ()
+) -> list[Delisted]:
+    """Mark out of stock the products at ``threshold`` misses not delisted yet, except those
+    ``held`` (their delisting is a candidate to verify first)."""
+    rows = await conn.fetch(_Q["delist_products"], source, threshold, list(held))
+    return [Delisted(**dict(r)) for r in rows]
+
+
+async def due_for_delisting(conn: Conn, source: str, threshold: int) -> list[Delisted]:
+    """The products at ``threshold`` misses not delisted yet, locked; ``before`` is their
+    availability now."""
+    rows = await conn.fetch(_Q["due_for_delisting"], source, threshold)
+    return [Delisted(**dict(r)) for r in rows]
+
+
+async def delist_keys(conn: Conn, source: str, keys: Sequence[str]) -> list[Delisted]:
+    """Delist these products (verified) unless they are already."""
+    rows = await conn.fetch(_Q["delist_keys"], source, list(keys))
     return [Delisted(**dict(r)) for r in rows]
 
 

@@ -19,7 +19,7 @@ from nats.js import JetStreamContext
 from schemas.messages import Attempt, FetchPolicy, FetchWork, RenderPolicy
 from schemas.source import Source
 from services.scheduler import store
-from services.scheduler.jobs import JobSources
+from services.scheduler.jobs import JobSources, VerifyAvoid
 from shared.api_template import decode_request
 from shared.bus import send_many
 from shared.channels import FETCH_WORK, RENDER_WORK
@@ -92,8 +92,10 @@ class Dispatcher:
         max_per_domain: int = 100,
         work_ttl: float = 3600.0,
         metrics: Metrics | None = None,
+        avoid: VerifyAvoid | None = None,
     ) -> None:
         self.pool = pool
+        self.avoid = avoid or VerifyAvoid()
         self.js = js
         self.names = names
         self.job_sources = job_sources
@@ -147,6 +149,14 @@ class Dispatcher:
                         # The DOM depends on what the page's scripts load, not only on the
                         # document: a 304 for the document says nothing about the prices.
                         etag = last_modified = None
+                    recheck = await self.avoid.get(conn, r["job_id"])
+                    if recheck is not None:  # a verify job's: a fresh visitor, like nobody before
+                        etag = last_modified = None
+                        policy = msgspec.structs.replace(
+                            policy,
+                            avoid_identities=recheck.identities,
+                            avoid_proxies=recheck.proxies,
+                        )
                     if r["kind"] == "sitemap":
                         policy = msgspec.structs.replace(policy, accept_types=SITEMAP_TYPES)
                     elif r["kind"] == "image":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from nats.js import JetStreamContext
 
@@ -39,6 +40,32 @@ class JobSources:
         value = (source, effective_allowed_domains(source))
         self._cache.put(job_id, value)
         return value
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """How a verify job's fetches differ from a crawl's: what they must not present (the
+    identities and proxies of the fetches that saw its candidates' changes), and no validators
+    (a fresh visitor has no cached copy to revalidate)."""
+
+    identities: list[str]
+    proxies: list[str]
+
+
+class VerifyAvoid:
+    """Job id → its ``Recheck`` when it is a verify job, else None. Read once per job: a verify
+    job's pages are all admitted when it starts."""
+
+    def __init__(self, size: int = 1024) -> None:
+        self._cache: LRU[int, tuple[Recheck | None]] = LRU(size)
+
+    async def get(self, conn: Conn, job_id: int) -> Recheck | None:
+        hit = self._cache.get(job_id)
+        if hit is None:
+            avoid = await store.jobs.verify_avoid(conn, job_id)
+            hit = (None if avoid is None else Recheck(*avoid),)
+            self._cache.put(job_id, hit)
+        return hit[0]
 
 
 async def try_complete(conn: Conn, job_id: int) -> bool:

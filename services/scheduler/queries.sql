@@ -34,11 +34,12 @@ DELETE FROM sources WHERE name = $1
 -- == jobs =====================================================================================
 
 -- name: running_job_of_source
-SELECT id FROM jobs WHERE source = $1 AND status = 'running'
+-- A verify job (a re-check of change candidates) runs beside the crawl: not "the" running job.
+SELECT id FROM jobs WHERE source = $1 AND status = 'running' AND kind <> 'verify'
 
 -- name: lock_running_job_of_source
 -- Held until the trigger's transaction ends: a second trigger joins this job, not a new one.
-SELECT id FROM jobs WHERE source = $1 AND status = 'running' FOR UPDATE
+SELECT id FROM jobs WHERE source = $1 AND status = 'running' AND kind <> 'verify' FOR UPDATE
 
 -- name: insert_job
 INSERT INTO jobs (source, kind, priority, keywords, requested_by, definition, partial)
@@ -52,6 +53,25 @@ UPDATE jobs SET partial = false WHERE id = $1
 -- name: job_definition
 -- The source as it was when the job started (immutable, so callers cache it).
 SELECT definition FROM jobs WHERE id = $1
+
+-- name: verify_avoid
+-- A verify job's re-check must not look like the fetch that saw the change: the identity and
+-- proxy of the source's latest stored fetch of each of the job's pages before the job (through
+-- payloads_url). No row: not a verify job.
+SELECT coalesce(array_agg(DISTINCT seen.fingerprint)
+                FILTER (WHERE seen.fingerprint IS NOT NULL), '{}') AS identities,
+       coalesce(array_agg(DISTINCT seen.proxy) FILTER (WHERE seen.proxy IS NOT NULL), '{}')
+           AS proxies
+FROM jobs v
+JOIN entries e ON e.job_id = v.id
+LEFT JOIN LATERAL (
+    SELECT a.fingerprint, a.proxy FROM payloads p
+    JOIN jobs j ON j.id = p.job_id
+    JOIN attempts a ON a.attempt_id = p.attempt_id
+    WHERE p.url = e.url AND p.job_id < v.id AND j.source = v.source
+    ORDER BY p.fetched_at DESC LIMIT 1) seen ON true
+WHERE v.id = $1 AND v.kind = 'verify'
+GROUP BY v.id
 
 -- name: job_status
 SELECT status FROM jobs WHERE id = $1

@@ -11,6 +11,8 @@ import hashlib
 import time
 from urllib.parse import urlsplit
 
+import msgspec
+
 from schemas.messages import Trigger, TriggerReply
 from schemas.source import Source
 from services.scheduler import store
@@ -90,6 +92,8 @@ async def start_job(conn: Conn, trigger: Trigger, digest: str) -> tuple[TriggerR
         if definition is None:
             raise Poison(f"unknown source {trigger.source!r} (apply it with `trawl source apply`)")
         source = source_from_dict(definition)
+        if trigger.kind == "verify":
+            return await _start_verify_job(conn, trigger, source, digest), True
         candidates = seed_candidates(trigger, source)
         # An API listing re-reads the whole catalog; its products' URLs are HTML pages that
         # would only add requests (and a page product the listing already covers).
@@ -124,3 +128,38 @@ async def start_job(conn: Conn, trigger: Trigger, digest: str) -> tuple[TriggerR
         await admission.admit(conn, job_id, candidates, boost=boost, set_policy=True)
         await store.jobs.set_trigger_job(conn, digest, job_id)
         return TriggerReply(job_id=job_id, existing=not created), created
+
+
+def verify_source(source: Source) -> Source:
+    """The source as a verify job runs it: only its seeds (the candidates' pages), no link
+    followed (``max_depth`` 0) and no image fetched; pacing, robots.txt, proxies and the SSRF
+    guard as the source has them."""
+    links = msgspec.structs.replace(source.links, max_depth=0)
+    return msgspec.structs.replace(source, links=links, images=False)
+
+
+async def _start_verify_job(
+    conn: Conn, trigger: Trigger, source: Source, digest: str
+) -> TriggerReply:
+    """A re-check of change candidates (the refresher's trigger, ``seeds`` their pages): always
+    a job of its own, beside the source's running crawl, partial (it counts no misses), and
+    ahead of the crawl's waiting work on the same domains (the trigger's priority)."""
+    source = verify_source(source)
+    candidates = [Candidate(u, "product") for u in trigger.seeds]
+    admission = Admission(source, effective_allowed_domains(source))
+    if not any(admission.accept(c.url, 0) for c in candidates):
+        raise Poison(f"source {trigger.source!r}: no usable URL to verify in this trigger")
+    job_id = await store.jobs.insert(
+        conn,
+        source=trigger.source,
+        kind="verify",
+        priority=trigger.priority,
+        keywords=[],
+        requested_by=trigger.requested_by,
+        definition=source_to_dict(source),
+        partial=True,
+    )
+    boost = job_boost(trigger.priority, trigger.requested_by)
+    await admission.admit(conn, job_id, candidates, boost=boost, set_policy=False)
+    await store.jobs.set_trigger_job(conn, digest, job_id)
+    return TriggerReply(job_id=job_id)

@@ -307,11 +307,22 @@ async def test_every_page_against_crawled_data(env, settings, pool, tmp_path: Pa
             await shot("product-dark")
             await browser.send("Emulation.setEmulatedMedia", features=[])
 
-            # Changes: the epoch switch's price and stock changes, newest first.
+            # Changes: the epoch switch's price and stock changes, newest first; and what
+            # verification before alerting did (this epoch sells nothing out: one planted).
+            async with pool.acquire() as conn:
+                await conn.execute(
+                    "INSERT INTO product_events (source, key, job_id, kind, after, verification)"
+                    " VALUES ('demo-shop', 'planted', $1, 'out_of_stock', '{}', 'cancelled')",
+                    second,
+                )
             await go("#/changes", "changes")
             assert await count("#changes-unavailable") == 0
             assert await count("#changes-feed tbody tr:not(.empty)") >= 1
             await tab_to("#changes-feed tbody a")
+            shown = await browser.eval(
+                "document.querySelector('#changes-verification')?.textContent || ''"
+            )
+            assert "0 confirmed · 1 cancelled · 0 unknown · 0 pending" in shown, shown
             await shot("changes")
 
             # Jobs: both crawls with a sparkline each; a job's page with its chart and outcomes.

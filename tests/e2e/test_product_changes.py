@@ -25,6 +25,25 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 SOLD_OUT = "out_of_stock"
 
 
+async def settled(pool) -> None:
+    """Wait until verification has settled every candidate change (a verify job re-checks each
+    sold-out and delisting first), and check that it confirmed them all: the shop's changes are
+    real, and it plants no transient fault here."""
+
+    async def none_pending() -> bool:
+        async with pool.acquire() as conn:
+            return not await conn.fetchval(
+                "SELECT count(*) FROM product_events WHERE verification = 'pending'"
+            )
+
+    await eventually(none_pending, timeout=90, what="verification settled", interval=0.2)
+    async with pool.acquire() as conn:
+        states = await conn.fetch(
+            "SELECT DISTINCT verification FROM product_events WHERE verification IS NOT NULL"
+        )
+    assert {r[0] for r in states} <= {"confirmed"}, states
+
+
 def expected(before: dict[str, dict], after: dict[str, dict]) -> Counter[tuple[str, str]]:
     """(key, kind) of every change from one epoch's truth to the next."""
     want: Counter[tuple[str, str]] = Counter()
@@ -67,6 +86,7 @@ async def test_change_events_once_each(env, settings, pool, nc, tmp_path: Path):
                 if epoch == 0:
                     first_job = reply.job_id
             second_job = reply.job_id
+            await settled(pool)
             after = {p["key"]: p for p in shop.truth()}
             want = expected(before, after)
             assert want, "the epoch changed nothing"
@@ -76,7 +96,7 @@ async def test_change_events_once_each(env, settings, pool, nc, tmp_path: Path):
                     "SELECT key, kind, job_id, percent FROM product_events ORDER BY id"
                 )
             got = Counter((r["key"], r["kind"]) for r in rows if r["job_id"] == second_job)
-            assert got == want, stack.logs()
+            assert got == want, (got - want, want - got, stack.logs())
             assert Counter(r["kind"] for r in rows if r["job_id"] == first_job) == {
                 "new": len(before)
             }
@@ -153,6 +173,7 @@ async def test_variants_have_their_own_rows_history_and_events(env, settings, po
                             assert float(rows[key]["price"]) == min(
                                 float(v["price"]) for v in available
                             )
+            await settled(pool)
             after = {v["key"]: v for v in shop.variant_truth()}
             added = set(after) - set(before)
             listed = {v["variant_of"] for v in after.values()}

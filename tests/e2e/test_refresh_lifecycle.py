@@ -49,6 +49,10 @@ async def test_refresh_lifecycle(shop, env, settings, pool, tmp_path: Path) -> N
     # Categories are seeds and their products one hop away: a crawl seeded at one product page
     # then reaches its neighbours, not the catalog.
     definition["links"]["max_depth"] = 1
+    # The rows must show each crawl's truth as it completes: verification before alerting
+    # (tests/e2e/test_verification.py) would hold stock changes and delistings until a verify
+    # job re-checks them.
+    definition["verify"] = False
     async with pool.acquire() as conn:
         await save_source(conn, source_from_dict(definition))
 

@@ -417,6 +417,34 @@ async def test_changes_cursor_and_filters(api: Api, pool) -> None:
     assert status == 422
 
 
+async def test_changes_held_for_verification(api: Api, pool) -> None:
+    async with pool.acquire() as conn:
+        await conn.executemany(
+            """INSERT INTO product_events (source, key, job_id, kind, after, verification)
+               VALUES ('shop', $1, 1, $2, '{"availability": "out_of_stock"}', $3)""",
+            [
+                ("k1", "out_of_stock", None),  # needed no verification
+                ("k2", "out_of_stock", "confirmed"),
+                ("k3", "out_of_stock", "cancelled"),
+                ("k4", "delisted", "cancelled"),
+                ("k5", "delisted", "unknown"),
+                ("k6", "out_of_stock", "pending"),
+            ],
+        )
+    status, page, _ = await api.call("GET", "/api/changes?source=shop", token=READ)
+    assert status == 200 and [e["key"] for e in page["items"]] == ["k1", "k2"]  # emitted only
+    status, page, _ = await api.call("GET", "/api/changes?verification=cancelled")
+    assert status == 200, page
+    assert [e["key"] for e in page["items"]] == ["k3", "k4"]
+    status, problem, _ = await api.call("GET", "/api/changes?verification=maybe")
+    assert status == 400 and "maybe" in problem["detail"]
+    status, counts, _ = await api.call("GET", "/api/changes/verification?source=shop", token=READ)
+    assert status == 200
+    assert counts == {"pending": 1, "confirmed": 1, "cancelled": 2, "unknown": 1}
+    status, counts, _ = await api.call("GET", "/api/changes/verification?source=other")
+    assert counts == {"pending": 0, "confirmed": 0, "cancelled": 0, "unknown": 0}
+
+
 async def test_alert_rules_crud_and_refusals(api: Api) -> None:
     body = {
         "source": "shop",

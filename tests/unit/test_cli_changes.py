@@ -26,3 +26,10 @@ def test_since_reads_ages_and_times() -> None:
 def test_the_command_parses() -> None:
     args = build_parser().parse_args(["changes", "shop", "--since", "1d", "--kind", "new"])
     assert (args.source, args.since, args.kind) == ("shop", "1d", ["new"])
+
+
+def test_the_command_lists_candidates_by_verification_state() -> None:
+    args = build_parser().parse_args(["changes", "shop", "--verification", "cancelled"])
+    assert args.verification == ["cancelled"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["changes", "shop", "--verification", "maybe"])

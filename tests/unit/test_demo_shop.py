@@ -256,6 +256,21 @@ async def test_scripted_faults(shop: DemoShop, http: aiohttp.ClientSession) -> N
     assert [r["status"] for r in shop.request_log[-3:]] == [0, 0, 200]
 
 
+async def test_a_planted_transient_sold_out(shop: DemoShop, http: aiohttp.ClientSession) -> None:
+    record = next(r for r in shop.truth() if r["availability"] == "in_stock")
+    path = urlsplit(record["url"]).path
+    shop.faults = Faults.from_dict({"sold_out": {path: 1}})
+    stock = []
+    for _ in range(3):
+        status, html = await get(http, record["url"])
+        offer = json_ld_product(html)["offers"]
+        assert status == 200 and isinstance(offer, dict)
+        stock.append(str(offer["availability"]).rsplit("/", 1)[-1])
+    assert stock == ["OutOfStock", "InStock", "InStock"]  # one response only
+    with pytest.raises(ValueError, match="sold_out"):
+        Faults(sold_out={path: -1})
+
+
 def test_random_faults_are_seeded_and_spare_robots() -> None:
     faults = Faults(rate_429=0.2, rate_503=0.2, rate_reset=0.1, seed=5)
     a, b = FaultInjector(faults), FaultInjector(faults)

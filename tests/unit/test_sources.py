@@ -584,3 +584,16 @@ def test_a_control_character_names_its_line() -> None:
 )
 def test_out_of_bounds_values_name_line_and_field(text: str, expected: str) -> None:
     assert expected in error_of(f"name: a\nseeds: [http://a.test]\n{text}\n")
+
+
+def test_verify_before_alerting_settings() -> None:
+    on = load(MINIMAL).verification()
+    assert on is not None and on.price_threshold() == 30.0 and on.out_of_stock and on.delisted
+    assert load(MINIMAL + "verify: false\n").verification() is None
+    custom = load(MINIMAL + "verify: {price_change: 12.5%, delisted: false}\n").verification()
+    assert custom is not None and custom.price_threshold() == 12.5 and not custom.delisted
+    assert load(MINIMAL + "verify: {price_change: 50}\n").verification().price_threshold() == 50
+    for bad in ("0%", "abc", "-5", "inf", "2000%"):
+        message = error_of(MINIMAL + f"verify: {{price_change: {bad!r}}}\n")
+        assert "demo.yaml:3: verify.price_change:" in message and "like 30%" in message, message
+    assert "verify.out_of_stock" in error_of(MINIMAL + "verify: {out_of_stock: maybe}\n")

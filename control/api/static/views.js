@@ -436,6 +436,19 @@ const changesAdapter = {
   },
 };
 const KINDS = ["new", "price_changed", "out_of_stock", "back_in_stock", "delisted", "relisted"];
+// Verification before alerting: candidate changes by how their re-check ended (null when the
+// API has no such route, or nothing was ever held).
+async function verificationCounts(source) {
+  const q = new URLSearchParams();
+  if (source) q.set("source", source);
+  try {
+    const counts = await api("/api/changes/verification?" + q);
+    return Object.values(counts).some((n) => n) ? counts : null;
+  } catch (err) {
+    if (err instanceof HttpError) return null;
+    throw err;
+  }
+}
 
 async function changesPage(gen) {
   const p = routeParams();
@@ -444,6 +457,7 @@ async function changesPage(gen) {
   if (p.get("cursor")) q.set("before", p.get("cursor"));
   q.set("limit", "50");
   const feed = await changesAdapter.page(q);
+  const counts = await verificationCounts(p.get("source"));
   if (gen !== generation) return;
   const form = h("form", { class: "filters", onsubmit: (ev) => {
     ev.preventDefault();
@@ -466,7 +480,11 @@ async function changesPage(gen) {
     "This API does not serve product change events yet (/api/changes answers 404). ",
     "The feed fills in once the change events of issue 18 are deployed; until then, ",
     "each product's page shows its price and stock history.");
-  setPage("changes", h("section", {}, h("h2", {}, "Changes ", h("span", { class: "muted" }, "live")), form, notice, rows,
+  const verified = counts ? h("p", { class: "muted", id: "changes-verification", role: "status" },
+    "Verified before alerting: ",
+    ["confirmed", "cancelled", "unknown", "pending"].map((k) => counts[k] + " " + k).join(" · "),
+    " (cancelled: a re-check contradicted the change, no alert; unknown: the re-check said nothing)") : null;
+  setPage("changes", h("section", {}, h("h2", {}, "Changes ", h("span", { class: "muted" }, "live")), form, notice, verified, rows,
     h("div", { class: "pager" }, h("button", { type: "button", disabled: !feed.next, onclick: () => {
       const np = new URLSearchParams(p); np.set("cursor", feed.next); setRouteParams("/changes", [...np.entries()]);
     } }, "Older →"))));

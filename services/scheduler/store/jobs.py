@@ -48,6 +48,13 @@ async def definition(conn: Conn, job_id: int) -> dict[str, Any] | None:
     return await conn.fetchval(Q.job_definition, job_id)
 
 
+async def verify_avoid(conn: Conn, job_id: int) -> tuple[list[str], list[str]] | None:
+    """A verify job's (identities, proxies) to avoid: those of the fetches that saw its
+    candidates' changes; None for a job of another kind."""
+    row = await conn.fetchrow(Q.verify_avoid, job_id)
+    return None if row is None else (list(row["identities"]), list(row["proxies"]))
+
+
 async def status(conn: Conn, job_id: int) -> str | None:
     return await conn.fetchval(Q.job_status, job_id)
 

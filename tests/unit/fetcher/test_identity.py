@@ -7,15 +7,18 @@ import re
 
 import msgspec
 import pytest
+from yarl import URL
 
 from services.fetcher.http import accepts
 from services.fetcher.identity import (
     PROFILES,
     Identity,
     accept_language,
+    identity_avoiding,
     identity_for,
     image_headers,
 )
+from services.fetcher.proxies import Proxy, pick, pick_avoiding
 
 PLATFORMS = {"Windows NT": '"Windows"', "Macintosh": '"macOS"', "X11; Linux": '"Linux"'}
 NAVIGATION = {
@@ -92,6 +95,31 @@ def test_new_generation_rotates_profile() -> None:
         assert all(x != y for x, y in itertools.pairwise(seen))
         # Every profile is used before any comes back.
         assert len(set(seen[: len(PROFILES)])) == len(PROFILES)
+
+
+def test_a_recheck_never_presents_the_identity_or_proxy_it_must_avoid() -> None:
+    """A verify job's re-check: another identity and proxy than the fetch that saw the change,
+    whatever its own session would draw, as long as the policy has another."""
+    for n in range(40):
+        key = f"{n}:shop.example"
+        drawn = identity_for(key).id
+        other = identity_avoiding(key, {drawn})
+        assert other.id != drawn
+        assert identity_avoiding(key, {"none-of-these"}) == identity_for(key)
+        everything = {p.id for p in every_identity()}
+        assert identity_avoiding(key, everything).id == drawn  # nothing else to present
+    bot = "AcmeBot/2.1"
+    pinned = identity_for("s", user_agent=bot)
+    assert identity_avoiding("s", {pinned.id}, user_agent=bot) == pinned  # the source's choice
+    proxies = [Proxy(id=str(i), url=URL(f"http://10.0.0.{i}:3128"), headers=None) for i in range(3)]
+    for n in range(40):
+        key = f"{n}:shop.example"
+        drawn = pick(proxies, key, 0)
+        assert drawn is not None
+        again = pick_avoiding(proxies, key, 0, {drawn.id})
+        assert again is not None and again.id != drawn.id
+    assert pick_avoiding(proxies[:1], "s", 0, {"0"}) == proxies[0]
+    assert pick_avoiding([], "s", 0, {"0"}) is None
 
 
 @pytest.mark.parametrize(
