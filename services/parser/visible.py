@@ -33,6 +33,7 @@ from decimal import Decimal
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability
+from services.parser.availability import IN_STOCK_WORDS, SOLD_OUT_WORDS
 from services.parser.listing import cards_link_elsewhere
 from services.parser.microdata import in_tile_container
 from services.parser.prices import currency_in_text, format_price, parse_price
@@ -90,31 +91,10 @@ _STOCK_NODES = (  # each alternative is a walk of the tree: few and broad
 _HIDDEN = re.compile(r"(?:^|[\s_-])(?:hidden|hide|d-none|invisible|is-hidden)(?:$|[\s_-])", re.I)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _MAX_STOCK_NODES = 12
-_SOLD_OUT = re.compile(
-    r"out of stock|sold out|currently unavailable|unavailable online|not available|no longer"
-    r" available|temporarily unavailable|not in stock|ausverkauft|nicht (?:mehr )?(?:verfügbar"
-    r"|lieferbar|auf lager|vorrätig)|derzeit nicht|rupture de stock|épuisé|indisponible"
-    r"|agotado|sin stock|no disponible|sin existencias|esaurito|non disponibile|esgotado"
-    r"|indisponível|sem estoque|uitverkocht|niet (?:op voorraad|leverbaar|beschikbaar)"
-    r"|niedostępny|wyprzedany|brak w magazynie|brak towaru|vyprodáno|vypredané|nedostupn"
-    r"|není skladem|nie je skladom|nie je možné (?:\S+ )?kúpiť|není možné (?:\S+ )?koupit"
-    r"|нет в наличии|распродан|товар закончился|отсутствует|slutsåld|ej i lager|utsolgt"
-    r"|ikke på lager|udsolgt|loppuunmyyty|ei varastossa|tükendi|stokta yok|laost otsas"
-    r"|nav pieejams|išparduota|在庫切れ|売り切れ|缺貨|售完|已售完|缺货|품절|일시품절|אזל מהמלאי"
-    r"|غير متوفر|نفذت الكمية",
-    re.I,
-)
 _IN_STORE = re.compile(
     r"pick ?up|in stores?\b|nearby stores?|at (?:your|the) store|click (?:&|and) collect|abholung"
     r"|im markt|in der filiale|en magasin|retrait|en tienda|recogida|na loja|retirada|in negozio"
     r"|ritiro|w sklepie|odbiór|v predajni|na predajni|v prodejně|в магазине|самовывоз",
-    re.I,
-)
-_IN_STOCK = re.compile(
-    r"\bin stock\b|available now|available to (?:ship|order|buy)|available online"
-    r"|ships (?:in|within|today)|auf lager|sofort lieferbar|lieferbar|en stock|disponible"
-    r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem|dostępny"
-    r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음",
     re.I,
 )
 
@@ -353,9 +333,9 @@ def _stock(tree: LexborHTMLParser, memo: dict[int, bool]) -> Availability | None
             continue  # a shop's stock for pickup says nothing about buying online
         if _hidden(node) or in_tile_container(node, memo):
             continue
-        if _SOLD_OUT.search(text):
+        if SOLD_OUT_WORDS.search(text):
             said.add("out_of_stock")
-        elif _IN_STOCK.search(text):
+        elif IN_STOCK_WORDS.search(text):
             said.add("in_stock")
     return said.pop() if len(said) == 1 else None
 
@@ -380,4 +360,4 @@ def _sold_out(node: LexborNode) -> bool:
     """A buy control that says sold out. Not merely disabled: shops disable the button until
     a size is chosen."""
     words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
-    return len(words) < 60 and _SOLD_OUT.search(words) is not None
+    return len(words) < 60 and SOLD_OUT_WORDS.search(words) is not None
