@@ -33,6 +33,8 @@ _SKU_LABELS = (
     r"|(?:nr|numer)\s*katalogowy|katalogov[ée]\s*č[íi]slo|код(?:\s*товара)?|артикул|арт\."
     r"|varenummer|varenr\.?|tuotenumero|tuotekoodi|ürün\s*kodu|stok\s*kodu|מק\"ט|מק״ט"
     r"|商品編號|商品编号|货号|貨號|商品番号|品番|商品コード|상품번호|품번"
+    r"|cod\s*produs|cikksz[áa]m|term[ée]kk[óo]d|κωδικός(?:\s*προϊόντος)?|šifra(?:\s*proizvoda)?"
+    r"|код\s*товару|mã\s*(?:sản phẩm|sp|hàng)|kode\s*(?:produk|barang)|รหัสสินค้า"
     r"|anzeige(?:n-?(?:nr\.?|nummer))?|ad\s*(?:id|no\.?|number)|listing\s*(?:id|#|no\.?)"
 )
 _MPN_LABELS = (

@@ -99,6 +99,7 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("A$", "AUD"),
     ("NZ$", "NZD"),
     ("HK$", "HKD"),
+    ("NT$", "TWD"),
     ("S$", "SGD"),
     ("R$", "BRL"),
     ("MX$", "MXN"),
@@ -131,8 +132,22 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("₼", "AZN"),
     ("₦", "NGN"),
 )  # A lone "$" is not here: dollars of a dozen countries share it (the rule: "unambiguous").
-# Codes shops still send for a currency that has a new one: the Russian rouble's pre-1998 code.
-_RETIRED = {"RUR": "RUB"}
+# Codes shops still send for a currency that has a new one: the Russian rouble's pre-1998
+# code, the Belarusian rouble's pre-2016 one.
+_RETIRED = {"RUR": "RUB", "BYR": "BYN"}
+# Symbols that are ordinary letters, matched as words only ("Ft" is not in "Soft"): the
+# Romanian leu, forint, Turkish lira, Swiss franc, ringgit, rupiah, kuna.
+_WORD_SYMBOLS = {
+    "lei": "RON",
+    "ft": "HUF",
+    "tl": "TRY",
+    "fr.": "CHF",
+    "sfr.": "CHF",
+    "rm": "MYR",
+    "rp": "IDR",
+    "kn": "HRK",
+}
+_WORD_SYMBOL = re.compile(r"(?<![^\W\d_])(lei|Ft|TL|S?Fr\.|RM|Rp|kn)(?![^\W\d_])")
 _CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
 
 
@@ -200,6 +215,9 @@ def normalize_currency(value: object) -> str | None:
 @lru_cache(maxsize=1024)  # the same few strings on every offer of every page
 def _normalize_currency(value: str) -> str | None:
     text = value.strip()
+    word = _WORD_SYMBOLS.get(text.lower())
+    if word:
+        return word
     if len(text) == 3 and text.isalpha():
         code = text.upper()
         return _RETIRED.get(code, code)
@@ -216,7 +234,8 @@ def currency_in_text(text: str) -> str | None:
     for symbol, code in _SYMBOLS:
         if symbol in text:
             return code
-    return None
+    word = _WORD_SYMBOL.search(text)
+    return _WORD_SYMBOLS[word.group(1).lower()] if word else None
 
 
 def price_and_currency(value: object) -> tuple[Decimal | None, str | None]:

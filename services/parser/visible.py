@@ -59,8 +59,14 @@ _BUY_WORDS = re.compile(
     r"|aggiungi al carrello|adicionar (?:ao|à) (?:carrinho|sacola)|in (?:de )?winkelwagen"
     r"|dodaj do koszyka|do košíka|do košíku|lägg i varukorgen|læg i kurv|legg i handlekurv"
     r"|lisää ostoskoriin|sepete ekle|lisa ostukorvi|pievienot grozam|į krepšelį|в корзину"
-    r"|^\s*(?:купить|comprar|kaufen|acheter|acquista|kup(?:uję|ić| teraz)?|koupit|kúpiť|köp|kjøp"
-    r"|osta|buy|購買|立即購買|구매하기)\s*$"
+    r"|adaug[aă] [iî]n co[sșş]|kosárba|προσθήκη στο καλάθι|dodaj u (?:košaricu|korpu)|v košarico"
+    r"|добави в количката|(?:додати )?в кошик|הוסף? לסל|הוספה לסל|أضف (?:إلى|ل)ل?سلة|thêm vào giỏ"
+    r"|ใส่ตะกร้า|tambah(?:kan)? ke (?:keranjang|troli)|añadir a la (?:cesta|bolsa)"
+    r"|agregar a la bolsa|ielikt grozā"
+    r"|^\s*(?:купить|купити|купи|comprar|kaufen|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
+    r"|kúpiť|köp|kjøp|osta|buy|cumpăr[aă]|vásárlás|αγορά|mua ngay|beli(?: sekarang)?|satın al"
+    r"|(?:comprar|köp|acquista) (?:ahora|agora|nu|ora)|jetzt kaufen|acheter maintenant"
+    r"|購買|購入する|立即購買|立即购买|구매하기|바로구매)\s*$"
     r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기|장바구니",
     re.I,
 )

@@ -33,6 +33,19 @@ from services.parser.prices import (
         ("0.125", "0.125", None),
         ("19.990", "19.99", None),
         ("From $19.99 - $29.99", "19.99", None),
+        ("CHF 1'234.50", "1234.50", "CHF"),
+        ("1.234,50 €", "1234.50", "EUR"),
+        ("1 234,50", "1234.50", None),
+        ("R$ 1.234,56", "1234.56", "BRL"),
+        ("1 234,50 zł", "1234.50", "PLN"),
+        ("199,99 lei", "199.99", "RON"),  # letters as a symbol: whole words only
+        ("12 990 Ft", "12990.00", "HUF"),
+        ("1.299,90 TL", "1299.90", "TRY"),
+        ("Fr. 12.50", "12.50", "CHF"),
+        ("RM 12.90", "12.90", "MYR"),
+        ("Rp 150.000", "150000.00", "IDR"),
+        ("NT$ 2,320", "2320.00", "TWD"),
+        ("Soft 12", "12.00", None),
     ],
 )
 def test_localized_prices(text: str, price: str, currency: str | None) -> None:
@@ -57,6 +70,10 @@ def test_currency_codes_and_symbols() -> None:
     assert normalize_currency("€") == "EUR"
     assert normalize_currency("$") is None  # ambiguous: the rule wants an unambiguous symbol
     assert normalize_currency("US$") == "USD"
+    assert normalize_currency("RUR") == "RUB"  # retired codes shops still send
+    assert normalize_currency("BYR") == "BYN"
+    assert normalize_currency("lei") == "RON"  # a word symbol, not the code "LEI"
+    assert normalize_currency("Ft") == "HUF"
     assert normalize_currency(None) is None
 
 
