@@ -77,6 +77,8 @@ def _price(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
     structured = parse_price(fields.get("price"))
     if structured is None or shown.price is None or shown.price == structured:
         return
+    if not shown.price_marked:  # an amount read without price markup never overrides
+        return
     if structured in shown.old_prices:
         if shown.price < structured:  # a sale: the regular price is shown struck through
             fields["price"] = format_price(shown.price)

@@ -149,6 +149,16 @@ _WORD_SYMBOLS = {
 }
 _WORD_SYMBOL = re.compile(r"(?<![^\W\d_])(lei|Ft|TL|S?Fr\.|RM|Rp|kn)(?![^\W\d_])")
 _CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
+# A currency as shown beside an amount: a symbol (the shared "$", "kr", "Rs" too), a word
+# symbol or a known code. ``_MONEY``: an amount with its currency in one text; ``_CURRENCY``:
+# a text that is only a currency (the span beside a split price's number).
+_MARK = "|".join(
+    [re.escape(symbol) for symbol, _ in _SYMBOLS]
+    + [r"\$", r"(?<![^\W\d_])(?:kr|Rs\.?|lei|Ft|TL|S?Fr\.|RM|Rp|kn)(?![^\W\d_])"]
+    + [rf"(?<![A-Za-z])(?:{'|'.join(sorted(ISO_CODES | _RETIRED.keys()))})(?![A-Za-z])"]
+)
+_MONEY = re.compile(rf"(?:{_MARK})\s*\d|\d\s*(?:{_MARK})")
+_CURRENCY = re.compile(rf"\s*(?:{_MARK})\s*[.:]?\s*")
 
 
 def parse_price(value: object) -> Decimal | None:
@@ -236,6 +246,16 @@ def currency_in_text(text: str) -> str | None:
             return code
     word = _WORD_SYMBOL.search(text)
     return _WORD_SYMBOLS[word.group(1).lower()] if word else None
+
+
+def shows_money(text: str) -> bool:
+    """Whether a shown text is an amount with its currency ("$24.990", "12 990 Ft")."""
+    return _MONEY.search(text) is not None
+
+
+def is_currency(text: str) -> bool:
+    """Whether a shown text is a currency alone ("元", "€", "EUR", "lei")."""
+    return _CURRENCY.fullmatch(text) is not None
 
 
 def price_and_currency(value: object) -> tuple[Decimal | None, str | None]:

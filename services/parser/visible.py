@@ -27,6 +27,7 @@ buy box where the structured data says InStock.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -36,7 +37,13 @@ from schemas.messages import Availability
 from services.parser.availability import IN_STOCK_WORDS, SOLD_OUT_WORDS
 from services.parser.listing import cards_link_elsewhere
 from services.parser.microdata import in_tile_container
-from services.parser.prices import currency_in_text, format_price, parse_price
+from services.parser.prices import (
+    currency_in_text,
+    format_price,
+    is_currency,
+    parse_price,
+    shows_money,
+)
 
 Fields = dict[str, str]
 
@@ -85,6 +92,12 @@ _NOT_A_PRICE = re.compile(
     r"|save|saving|discount|percent",
     re.I,
 )
+_NEAR_TITLE = 200  # nodes after the title read for a price without price markup
+_NOT_A_PRICE_WORDS = re.compile(
+    r"shipping|delivery|versand|livraison|env[íi]o|frete|spedizione|доставк|運費|运费|送料"
+    r"|\bover\b|\bab\b|\bfrom\b|save|spare|économ|ahorr|/\s*(?:kg|g|l|ml|m|st|pc)\b",
+    re.I,
+)
 _UNSHOWN = ("meta", "link", "input", "script", "style", "option", "select", "noscript", "template")
 _PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*%")
 _STRUCK_TAGS = ("del", "s", "strike")
@@ -114,6 +127,9 @@ class Visible:
     currency: str | None = None
     old_prices: set[Decimal] = field(default_factory=set)
     shown_prices: set[Decimal] = field(default_factory=set)  # every current price near it
+    # False when the price is an amount read near the title without price markup: it fills a
+    # gap but never overrides a structured price.
+    price_marked: bool = True
     buttons: list[LexborNode] = field(default_factory=list)  # buy controls outside cards
     stock: Availability | None = None
 
@@ -132,8 +148,9 @@ class Visible:
     @property
     def is_product_layout(self) -> bool:
         """A title, a price and a buy box of its own: a product page without markup. A page
-        has one buy box (and perhaps a sticky copy of it); a grid of cards has many."""
-        return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 4)
+        has one buy box ("add to cart" and "buy now"), perhaps a sticky copy of it and one
+        more control after the description; a grid of cards has many."""
+        return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 6)
 
 
 def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
@@ -148,6 +165,8 @@ def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
     _read_prices(nodes, title, out, memo)
+    if out.price is None and title is not None:
+        _unmarked_price(title, out)
     out.stock = _stock(tree, memo)
     return out
 
@@ -219,6 +238,62 @@ def _read_prices(
             after += 1
             if after >= _BUY_BOX_PRICES:
                 break
+
+
+def _unmarked_price(title: LexborNode, out: Visible) -> None:
+    """A price shown without price markup (styled spans, table cells): the first amount
+    after the title that carries a currency in its own text or in the element beside it
+    (``<span>2320</span><span>元</span>``), struck and old amounts left out."""
+    pieces: list[str] = []
+    skipped: set[int] = set()
+    for node in _following(title, _NEAR_TITLE):
+        parent = node.parent
+        if parent is not None and parent.mem_id in skipped:
+            skipped.add(node.mem_id)
+        elif node.tag == "-text":
+            text = (node.text_content or "").strip()
+            if text:
+                pieces.append(text)
+        elif node.tag == "h1":
+            break  # another product's title
+        else:
+            marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
+            if node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _OLD.search(marks):
+                skipped.add(node.mem_id)
+    for i, text in enumerate(pieces):
+        if len(text) > 40 or not any(c.isdigit() for c in text) or "%" in text:
+            continue
+        if _NOT_A_PRICE_WORDS.search(text) or (i and _NOT_A_PRICE_WORDS.search(pieces[i - 1])):
+            continue  # a shipping fee, a unit price, a saving
+        shown = text if shows_money(text) else None
+        if shown is None and i + 1 < len(pieces) and is_currency(pieces[i + 1]):
+            shown = f"{text} {pieces[i + 1]}"
+        if shown is None and i > 0 and is_currency(pieces[i - 1]):
+            shown = f"{pieces[i - 1]} {text}"
+        price = parse_price(shown) if shown else None
+        if shown and price is not None and price > 0:
+            out.price, out.currency, out.price_marked = price, currency_in_text(shown), False
+            out.shown_prices.add(price)
+            return
+
+
+def _following(node: LexborNode, limit: int) -> Iterator[LexborNode]:
+    """The nodes after ``node`` (not inside it) in document order, at most ``limit``."""
+    count = 0
+    current: LexborNode | None = node
+    while current is not None:
+        after = current.next
+        while after is None:
+            current = current.parent
+            if current is None:
+                return
+            after = current.next
+        current = after
+        for sub in after.traverse(include_text=True):
+            yield sub
+            count += 1
+            if count >= limit:
+                return
 
 
 def _content(node: LexborNode) -> str | None:
@@ -300,7 +375,11 @@ def buy_controls(tree: LexborHTMLParser) -> list[LexborNode]:
     if marked:
         return list(marked.values())
     worded = []
+    seen: set[int] = set()
     for node in tree.css(_BUTTONS)[:_MAX_BUTTONS]:
+        if node.mem_id in seen:
+            continue  # one element can match two of the selectors ("buyBtn": buy and btn)
+        seen.add(node.mem_id)
         words = node.attributes.get("value") if node.tag == "input" else None
         words = words or node.text(deep=True, separator=" ") or ""
         if len(words) < 60 and _BUY_WORDS.search(words):
