@@ -107,13 +107,19 @@ def _normalize(value: str) -> Availability | None:
 
 
 def _from_words(text: str) -> Availability:
-    """A shown state ("Nicht lieferbar", "Only 3 left in stock"), or ``unknown``."""
+    """A structured value written as shown words, or ``unknown``."""
     if len(text) > 200:
         return "unknown"  # a paragraph, not a state
+    return shown_state(text) or "unknown"
+
+
+def shown_state(text: str) -> Availability | None:
+    """The state shown words say ("Nicht lieferbar", "Pre-order: ships in March", "Only 3
+    left in stock"), sold-out words first; None when they say none."""
     for words, state in _WORDS:
         if words.search(text):
             return state
-    return "unknown"
+    return None
 
 
 def best_availability(values: Iterable[Availability | None]) -> Availability | None:

@@ -19,9 +19,9 @@ buy box where the structured data says InStock.
 - **Buy controls**: add-to-cart markup (classes, ids, forms posting to a cart, inputs) or
   buttons and links whose words say buy, in the languages of the shops we meet.
 - **Stock**: the first availability-marked elements' words (sold out / out of stock /
-  unavailable … in those languages; a store-pickup notice says nothing about buying online),
-  or buy controls that all say sold out. A disabled button alone proves nothing: shops
-  disable it until a size is chosen.
+  unavailable, pre-order, backorder, in stock … in those languages; a store-pickup notice
+  says nothing about buying online), or buy controls that all say sold out. A disabled
+  button alone proves nothing: shops disable it until a size is chosen.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from decimal import Decimal
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability
-from services.parser.availability import IN_STOCK_WORDS, SOLD_OUT_WORDS
+from services.parser.availability import SOLD_OUT_WORDS, shown_state
 from services.parser.listing import cards_link_elsewhere
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
@@ -418,10 +418,9 @@ def _stock(tree: LexborHTMLParser, memo: dict[int, bool]) -> Availability | None
             continue  # a shop's stock for pickup says nothing about buying online
         if _hidden(node) or in_tile_container(node, memo):
             continue
-        if SOLD_OUT_WORDS.search(text):
-            said.add("out_of_stock")
-        elif IN_STOCK_WORDS.search(text):
-            said.add("in_stock")
+        state = shown_state(text)
+        if state is not None:
+            said.add(state)
     return said.pop() if len(said) == 1 else None
 
 
