@@ -71,7 +71,8 @@ IN_STOCK_WORDS = re.compile(
     r"|ships (?:in|within|today)|auf lager|sofort lieferbar|lieferbar|en stock|disponible"
     r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem|dostępny"
     r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음|în stoc|pe stoc|raktáron|készleten"
-    r"|σε απόθεμα|na (?:zalihi|stanju)|є в наявності|в наявності|còn hàng|มีสินค้า|stok tersedia",
+    r"|σε απόθεμα|na (?:zalihi|stanju)|є в наявності|в наявності|còn hàng|มีสินค้า|stok tersedia"
+    r"|\bi lager\b",
     re.I,
 )
 _PREORDER_WORDS = re.compile(r"pre-?order|vorbestell|précommande|pre-?venta|prenota", re.I)

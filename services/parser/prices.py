@@ -248,6 +248,29 @@ def currency_in_text(text: str) -> str | None:
     return _WORD_SYMBOLS[word.group(1).lower()] if word else None
 
 
+# Symbols several currencies share ("$", "kr", "Rs", "元"), and which one a shop's country
+# domain means by it: "$" on a .com.ar shop is pesos, "kr" on a .se shop crowns.
+_SHARED_SYMBOL = re.compile(r"(?<![^\W\d_])(kr|Rs)\.?(?![^\W\d_])|\$|元")
+_BY_COUNTRY = {
+    "$": {"ar": "ARS", "cl": "CLP", "mx": "MXN", "co": "COP", "uy": "UYU", "ca": "CAD",
+          "au": "AUD", "nz": "NZD", "sg": "SGD", "hk": "HKD", "tw": "TWD", "us": "USD"},
+    "kr": {"se": "SEK", "no": "NOK", "dk": "DKK", "is": "ISK"},
+    "rs": {"pk": "PKR", "in": "INR", "lk": "LKR", "np": "NPR"},
+    "元": {"tw": "TWD", "hk": "HKD", "cn": "CNY"},
+}  # fmt: skip
+
+
+def shared_symbol(text: str) -> str | None:
+    """The shared currency symbol a shown price carries ("$", "kr", "rs", "元"), if any."""
+    m = _SHARED_SYMBOL.search(text)
+    return None if m is None else (m.group(1) or m.group(0)).lower()
+
+
+def currency_of_shop(symbol: str, host: str) -> str | None:
+    """The currency a shared symbol means on a shop of this host's country domain."""
+    return _BY_COUNTRY.get(symbol, {}).get(host.rstrip(".").rsplit(".", 1)[-1].lower())
+
+
 def shows_money(text: str) -> bool:
     """Whether a shown text is an amount with its currency ("$24.990", "12 990 Ft")."""
     return _MONEY.search(text) is not None

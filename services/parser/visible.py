@@ -42,6 +42,7 @@ from services.parser.prices import (
     format_price,
     is_currency,
     parse_price,
+    shared_symbol,
     shows_money,
 )
 
@@ -130,6 +131,7 @@ class Visible:
     # False when the price is an amount read near the title without price markup: it fills a
     # gap but never overrides a structured price.
     price_marked: bool = True
+    symbol: str | None = None  # a symbol several currencies share ("$", "kr"), as shown
     buttons: list[LexborNode] = field(default_factory=list)  # buy controls outside cards
     stock: Availability | None = None
 
@@ -228,12 +230,13 @@ def _read_prices(
             if old is not None and old > 0:
                 out.old_prices.add(old)
             continue
-        price, currency = _shown_price(node)
+        price, text = _shown_price(node)
         if price is None or price <= 0:
             continue
         out.shown_prices.add(price)
         if out.price is None:
-            out.price, out.currency = price, currency
+            out.price, out.currency = price, currency_in_text(text)
+            out.symbol = shared_symbol(text)
         else:
             after += 1
             if after >= _BUY_BOX_PRICES:
@@ -273,6 +276,7 @@ def _unmarked_price(title: LexborNode, out: Visible) -> None:
         price = parse_price(shown) if shown else None
         if shown and price is not None and price > 0:
             out.price, out.currency, out.price_marked = price, currency_in_text(shown), False
+            out.symbol = shared_symbol(shown)
             out.shown_prices.add(price)
             return
 
@@ -301,13 +305,11 @@ def _content(node: LexborNode) -> str | None:
     return content if content and parse_price(content) is not None else None
 
 
-def _shown_price(node: LexborNode) -> tuple[Decimal | None, str | None]:
-    """The price an element shows, its struck and old parts left out."""
+def _shown_price(node: LexborNode) -> tuple[Decimal | None, str]:
+    """The price an element shows, its struck and old parts left out, and its text."""
     content = _content(node)
     text = _PERCENT.sub(" ", _own_text(node))
-    if content is not None:
-        return parse_price(content), currency_in_text(text)
-    return parse_price(text), currency_in_text(text)
+    return parse_price(content if content is not None else text), text
 
 
 def _own_text(node: LexborNode) -> str:

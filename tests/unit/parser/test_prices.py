@@ -5,12 +5,14 @@ from decimal import Decimal
 import pytest
 
 from services.parser.prices import (
+    currency_of_shop,
     format_price,
     lowest,
     normalize_currency,
     offer_quotes,
     parse_price,
     price_and_currency,
+    shared_symbol,
 )
 
 
@@ -92,3 +94,14 @@ def test_offers_lowest_and_specifications() -> None:
         {"@type": "Offer", "price": 1, "priceCurrency": "points"},
     ]
     assert lowest(offer_quotes(offers, {})) == (Decimal("15"), "EUR")
+
+
+def test_shared_symbols_take_the_shop_country_currency() -> None:
+    assert shared_symbol("$ 24.990") == "$"
+    assert shared_symbol("1 299 kr") == "kr"
+    assert shared_symbol("US$ 5") == "$"  # currency_in_text names USD first; see crosscheck
+    assert shared_symbol("12,50 €") is None
+    assert currency_of_shop("$", "www.tienda.example.com.ar") == "ARS"
+    assert currency_of_shop("kr", "shop.example.dk") == "DKK"
+    assert currency_of_shop("元", "www.example.com.tw") == "TWD"
+    assert currency_of_shop("$", "shop.example.com") is None  # .com says no country
