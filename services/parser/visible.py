@@ -183,7 +183,9 @@ def find_buttons(tree: LexborHTMLParser, shown: Visible, page_urls: set[str], ba
         and not cards_link_elsewhere(controls, page_urls, base)
     ):
         memo: dict[int, bool] = {}
-        shown.buttons = [c for c in controls if not in_tile_container(c, memo)]
+        # A cart form, its button and the button's label are one control (counted once;
+        # the card check above climbs from each, the innermost first).
+        shown.buttons = _outermost([c for c in controls if not in_tile_container(c, memo)])
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
 
