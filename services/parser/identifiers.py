@@ -36,6 +36,7 @@ _SKU_LABELS = (
     r"|cod\s*produs|cikksz[áa]m|term[ée]kk[óo]d|κωδικός(?:\s*προϊόντος)?|šifra(?:\s*proizvoda)?"
     r"|код\s*товару|mã\s*(?:sản phẩm|sp|hàng)|kode\s*(?:produk|barang)|รหัสสินค้า"
     r"|anzeige(?:n-?(?:nr\.?|nummer))?|ad\s*(?:id|no\.?|number)|listing\s*(?:id|#|no\.?)"
+    r"|lot\s*(?:#|no\.?|number)"
 )
 _MPN_LABELS = (
     r"model(?:\s*(?:#|no\.?|number|name))?|mpn|manufacturer\s*part\s*(?:no\.?|number)"

@@ -136,7 +136,7 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
 # code, the Belarusian rouble's pre-2016 one.
 _RETIRED = {"RUR": "RUB", "BYR": "BYN"}
 # Symbols that are ordinary letters, matched as words only ("Ft" is not in "Soft"): the
-# Romanian leu, forint, Turkish lira, Swiss franc, ringgit, rupiah, kuna.
+# Romanian leu, forint, Turkish lira, Swiss franc, ringgit, rupiah, kuna, rand.
 _WORD_SYMBOLS = {
     "lei": "RON",
     "ft": "HUF",
@@ -146,15 +146,16 @@ _WORD_SYMBOLS = {
     "rm": "MYR",
     "rp": "IDR",
     "kn": "HRK",
+    "r": "ZAR",
 }
-_WORD_SYMBOL = re.compile(r"(?<![^\W\d_])(lei|Ft|TL|S?Fr\.|RM|Rp|kn)(?![^\W\d_])")
+_WORD_SYMBOL = re.compile(r"(?<![^\W\d_])(lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])")
 _CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
 # A currency as shown beside an amount: a symbol (the shared "$", "kr", "Rs" too), a word
 # symbol or a known code. ``_MONEY``: an amount with its currency in one text; ``_CURRENCY``:
 # a text that is only a currency (the span beside a split price's number).
 _MARK = "|".join(
     [re.escape(symbol) for symbol, _ in _SYMBOLS]
-    + [r"\$", r"(?<![^\W\d_])(?:kr|Rs\.?|lei|Ft|TL|S?Fr\.|RM|Rp|kn)(?![^\W\d_])"]
+    + [r"\$", r"(?<![^\W\d_])(?:kr|Rs\.?|lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])"]
     + [rf"(?<![A-Za-z])(?:{'|'.join(sorted(ISO_CODES | _RETIRED.keys()))})(?![A-Za-z])"]
 )
 _MONEY = re.compile(rf"(?:{_MARK})\s*\d|\d\s*(?:{_MARK})")

@@ -70,8 +70,15 @@ _BUY_WORDS = re.compile(
     r"|adaug[aă] [iî]n co[sșş]|kosárba|προσθήκη στο καλάθι|dodaj u (?:košaricu|korpu)|v košarico"
     r"|добави в количката|(?:додати )?в кошик|הוסף? לסל|הוספה לסל|أضف (?:إلى|ل)ل?سلة|thêm vào giỏ"
     r"|ใส่ตะกร้า|tambah(?:kan)? ke (?:keranjang|troli)|añadir a la (?:cesta|bolsa)"
-    r"|agregar a la bolsa|ielikt grozā"
-    r"|^\s*(?:купить|купити|купи|comprar|kaufen|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
+    r"|agregar a la bolsa|ielikt grozā|adicionar ao cesto"
+    # An auction's bid and a classified ad's contact are how its item is bought.
+    r"|place (?:a |your )?bid|submit bid|bid now|make (?:an )?offer|fai un['’]offerta"
+    r"|gebot abgeben|faire une offre|hacer una oferta|chat with (?:the )?seller"
+    r"|contact (?:the )?seller|message (?:the )?seller|verkäufer kontaktieren"
+    r"|contactar (?:al |con el )?vendedor|contacter le vendeur|contatta (?:il )?venditore"
+    r"|napisz do sprzedającego|написать продавцу"
+    r"|^\s*(?:kontaktieren|bieten|enchérir|pujar|licytuj|купить|купити|купи|comprar|kaufen"
+    r"|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
     r"|kúpiť|köp|kjøp|osta|buy|cumpăr[aă]|vásárlás|αγορά|mua ngay|beli(?: sekarang)?|satın al"
     r"|(?:comprar|köp|acquista) (?:ahora|agora|nu|ora)|jetzt kaufen|acheter maintenant"
     r"|購買|購入する|立即購買|立即购买|구매하기|바로구매)\s*$"
@@ -94,6 +101,7 @@ _NOT_A_PRICE = re.compile(
     re.I,
 )
 _NEAR_TITLE = 200  # nodes after the title read for a price without price markup
+_SIBLINGS_BEFORE = 4  # and siblings before it (text nodes count)
 _NOT_A_PRICE_WORDS = re.compile(
     r"shipping|delivery|versand|livraison|env[íi]o|frete|spedizione|доставк|運費|运费|送料"
     r"|\bover\b|\bab\b|\bfrom\b|save|spare|économ|ahorr|/\s*(?:kg|g|l|ml|m|st|pc)\b",
@@ -248,10 +256,18 @@ def _read_prices(
 def _unmarked_price(title: LexborNode, out: Visible) -> None:
     """A price shown without price markup (styled spans, table cells): the first amount
     after the title that carries a currency in its own text or in the element beside it
-    (``<span>2320</span><span>元</span>``), struck and old amounts left out."""
+    (``<span>2320</span><span>元</span>``), struck and old amounts left out; failing that,
+    one just before the title in its own block (classified ads put the price above it)."""
+    for nodes in (_following(title, _NEAR_TITLE), _preceding(title)):
+        if _first_amount(_pieces(nodes), out):
+            return
+
+
+def _pieces(nodes: Iterator[LexborNode]) -> list[str]:
+    """The shown texts of ``nodes`` (in document order), struck and old parts left out."""
     pieces: list[str] = []
     skipped: set[int] = set()
-    for node in _following(title, _NEAR_TITLE):
+    for node in nodes:
         parent = node.parent
         if parent is not None and parent.mem_id in skipped:
             skipped.add(node.mem_id)
@@ -265,6 +281,10 @@ def _unmarked_price(title: LexborNode, out: Visible) -> None:
             marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
             if node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _OLD.search(marks):
                 skipped.add(node.mem_id)
+    return pieces
+
+
+def _first_amount(pieces: list[str], out: Visible) -> bool:
     for i, text in enumerate(pieces):
         if len(text) > 40 or not any(c.isdigit() for c in text) or "%" in text:
             continue
@@ -280,7 +300,19 @@ def _unmarked_price(title: LexborNode, out: Visible) -> None:
             out.price, out.currency, out.price_marked = price, currency_in_text(shown), False
             out.symbol = shared_symbol(shown)
             out.shown_prices.add(price)
-            return
+            return True
+    return False
+
+
+def _preceding(node: LexborNode) -> Iterator[LexborNode]:
+    """The subtrees of the few siblings just before ``node``, in document order."""
+    siblings: list[LexborNode] = []
+    sibling = node.prev
+    while sibling is not None and len(siblings) < _SIBLINGS_BEFORE:
+        siblings.append(sibling)
+        sibling = sibling.prev
+    for before in reversed(siblings):
+        yield from before.traverse(include_text=True)
 
 
 def _following(node: LexborNode, limit: int) -> Iterator[LexborNode]:
