@@ -150,6 +150,13 @@ def _clean(raw: str) -> str | None:
     return code
 
 
+def is_item_url(url: str) -> bool:
+    """The URL is a marketplace's or classified site's item page (``/itm/<id>``,
+    ``/dp/<ASIN>``, ``/item/…-<id>``): a trailing id alone does not say so."""
+    path = unquote(urlsplit(url).path)
+    return _ASIN.search(path) is not None or _ITEM_SEGMENT.search(path) is not None
+
+
 def url_item_id(url: str) -> str | None:
     """The item id a marketplace or classified URL carries in its path, if it has one."""
     path = unquote(urlsplit(url).path)

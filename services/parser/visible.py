@@ -35,6 +35,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability
 from services.parser.availability import SOLD_OUT_WORDS, shown_state
+from services.parser.identifiers import is_item_url
 from services.parser.listing import cards_link_elsewhere
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
@@ -183,12 +184,17 @@ def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
 
 def find_buttons(tree: LexborHTMLParser, shown: Visible, page_urls: set[str], base: str) -> None:
     """The buy controls a product layout needs: outside recommendation rows, and not all in
-    cards that link elsewhere (a listing)."""
+    cards that link elsewhere (a listing), unless the page's URL is a marketplace item's
+    (``/itm/<id>``, ``/item/…-<id>``): there the bid or contact box sits beside the seller's
+    avatar and the gallery, which look like a card, and no listing has such a URL."""
     controls = buy_controls(tree)
     if (
         controls
         and len(controls) <= _MAX_CONTROLS
-        and not cards_link_elsewhere(controls, page_urls, base)
+        and (
+            any(is_item_url(u) for u in (*page_urls, base))
+            or not cards_link_elsewhere(controls, page_urls, base)
+        )
     ):
         memo: dict[int, bool] = {}
         # A cart form, its button and the button's label are one control (counted once;
