@@ -101,6 +101,7 @@ _NOT_A_PRICE = re.compile(
     r"|save|saving|discount|percent",
     re.I,
 )
+_TITLE_PARTS = re.compile(r"\s+[|–—:-]\s+|\s*\|\s*")  # "Name | Shop", "Name - Shop"
 _NEAR_TITLE = 200  # nodes after the title read for a price without price markup
 _SIBLINGS_BEFORE = 4  # and siblings before it (text nodes count)
 _NOT_A_PRICE_WORDS = re.compile(
@@ -208,16 +209,28 @@ def find_buttons(tree: LexborHTMLParser, shown: Visible, page_urls: set[str], ba
 
 
 def _title(titles: list[LexborNode], hint: str | None) -> LexborNode | None:
-    """The page's title among its ``h1`` elements (in document order)."""
+    """The page's title among its ``h1`` elements (in document order): with several, the one
+    the page's ``<title>``/``og:title`` names. Named means held in it; of several held, the
+    longest when it holds the others ("Tommy Jeans OFLEKI" and "OFLEKI"); none held, the one
+    that starts with the title's first part ("SEOUL 100 ML Details" for "SEOUL 100 ML |
+    ZARA")."""
     if len(titles) <= 1:
         return titles[0] if titles else None
     texts = [" ".join(t.text(deep=True, separator=" ").split()).casefold() for t in titles]
-    if hint:
-        wanted = " ".join(hint.split()).casefold()
-        named = [i for i, text in enumerate(texts) if text and text in wanted]
-        if named and len({texts[i] for i in named}) == 1:
-            return titles[named[0]]
-    return titles[0] if len(set(texts)) == 1 else None
+    if len(set(texts)) == 1:
+        return titles[0]
+    if not hint:
+        return None
+    wanted = " ".join(hint.split()).casefold()
+    named = {text: i for i, text in reversed(list(enumerate(texts))) if text and text in wanted}
+    if named:
+        longest = max(named, key=len)
+        return titles[named[longest]] if all(t in longest for t in named) else None
+    head = _TITLE_PARTS.split(wanted, maxsplit=1)[0].strip()
+    if len(head) < 8:
+        return None
+    starting = {i for i, text in enumerate(texts) if text.startswith(head)}
+    return titles[starting.pop()] if len(starting) == 1 else None
 
 
 # --- price ---------------------------------------------------------------------------------
