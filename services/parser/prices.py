@@ -366,6 +366,7 @@ def _offer_term(
         if raw is None:
             raw = _first(offer.get("lowPrice"))
     price, text_currency = price_and_currency(raw)
+    price = in_whole_units(raw, price, currency or text_currency)
     if price is None:
         spec = _spec_quote(offer.get("priceSpecification"), index, 0)
         if spec is not None:
@@ -377,6 +378,21 @@ def _offer_term(
                 _offer_term(sub, index, out, depth + 1, availability)
         return
     out.append((price, currency or text_currency, availability))
+
+
+# Currencies priced in whole units: a structured "24.990" in one of them is 24 990 written
+# with the shop's own thousands separator (Chilean and Colombian shops do), not 24.99.
+_NO_CENTS = frozenset({"CLP", "COP", "PYG", "ISK", "HUF", "KRW", "JPY", "IDR", "VND", "UGX"})
+_DOT_GROUPED = re.compile(r"\d{1,3}(?:\.\d{3})+")
+
+
+def in_whole_units(raw: object, price: Decimal | None, currency: str | None) -> Decimal | None:
+    """``price`` as read from ``raw``, unless ``raw`` is a dot-grouped amount ("24.990") of a
+    currency priced in whole units: then the grouped number (24990)."""
+    if price is None or currency not in _NO_CENTS or not isinstance(raw, str):
+        return price
+    text = raw.strip()
+    return Decimal(text.replace(".", "")) if _DOT_GROUPED.fullmatch(text) else price
 
 
 def _spec_quote(specs: object, index: dict, depth: int) -> Quote | None:

@@ -7,6 +7,7 @@ import pytest
 from services.parser.prices import (
     currency_of_shop,
     format_price,
+    in_whole_units,
     lowest,
     normalize_currency,
     offer_quotes,
@@ -105,3 +106,11 @@ def test_shared_symbols_take_the_shop_country_currency() -> None:
     assert currency_of_shop("kr", "shop.example.dk") == "DKK"
     assert currency_of_shop("元", "www.example.com.tw") == "TWD"
     assert currency_of_shop("$", "shop.example.com") is None  # .com says no country
+
+
+def test_dot_grouped_amounts_of_whole_unit_currencies() -> None:
+    assert in_whole_units("24.990", Decimal("24.990"), "CLP") == Decimal("24990")
+    assert in_whole_units("1.299.000", Decimal("1299000"), "COP") == Decimal("1299000")
+    assert in_whole_units("24.990", Decimal("24.990"), "EUR") == Decimal("24.990")  # has cents
+    assert in_whole_units("24.5", Decimal("24.5"), "JPY") == Decimal("24.5")  # not grouped
+    assert in_whole_units(24.99, Decimal("24.99"), "CLP") == Decimal("24.99")  # a number
