@@ -8,16 +8,19 @@ structured data: a sale price shown beside the structured (regular) price, and a
 buy box where the structured data says InStock.
 
 - **Title**: the one ``<h1>``; with several (recommendation rows use them too), the one that
-  the page's ``<title>``/``og:title`` names.
+  the page's ``<title>``/``og:title`` names (see ``_title``).
 - **Price**: the first price-marked element (class/id "price", ``itemprop=price``) after the
   title that is not struck through or marked as the old/regular price and not in a
   recommendation container. A container's own text counts with its struck parts removed
   (``<s>49 890</s> <span>44 890 тг.</span>``), and a price split across elements is joined
   the way it is shown (``12<sup>99</sup>``, whole/decimal/fraction spans). Struck and old
   prices seen on the way are kept: a structured price shown as the old price means the
-  displayed price is the sale price.
+  displayed price is the sale price. Without any price-marked element after the title, the
+  first amount near it that carries a currency (``_unmarked_price``): it fills a gap but
+  never overrides a structured price.
 - **Buy controls**: add-to-cart markup (classes, ids, forms posting to a cart, inputs) or
-  buttons and links whose words say buy, in the languages of the shops we meet.
+  buttons and links whose words say buy (or bid, or contact the seller of a classified ad),
+  in the languages of the shops we meet; a cart form and the buttons inside it are one.
 - **Stock**: the first availability-marked elements' words (sold out / out of stock /
   unavailable, pre-order, backorder, in stock … in those languages; a store-pickup notice
   says nothing about buying online), or buy controls that all say sold out. A disabled
