@@ -151,14 +151,21 @@ _WORD_SYMBOLS = {
 _WORD_SYMBOL = re.compile(r"(?<![^\W\d_])(lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])")
 _CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
 # A currency as shown beside an amount: a symbol (the shared "$", "kr", "Rs" too), a word
-# symbol or a known code. ``_MONEY``: an amount with its currency in one text; ``_CURRENCY``:
+# symbol or a known code. ``_MONEY``: a text that is an amount with its currency; ``_CURRENCY``:
 # a text that is only a currency (the span beside a split price's number).
 _MARK = "|".join(
     [re.escape(symbol) for symbol, _ in _SYMBOLS]
     + [r"\$", r"(?<![^\W\d_])(?:kr|Rs\.?|lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])"]
     + [rf"(?<![A-Za-z])(?:{'|'.join(sorted(ISO_CODES | _RETIRED.keys()))})(?![A-Za-z])"]
 )
-_MONEY = re.compile(rf"(?:{_MARK})\s*\d|\d\s*(?:{_MARK})")
+_AMOUNT = r"\d[\d.,'’\u00a0\u202f ]*(?:[.,][-–]+)?"
+# The whole text is the amount and its currency, after at most a short label ("Price:") and
+# before at most a short note in brackets:
+# "EOS R5" or "Model R 200" in a spec line is no price.
+_MONEY = re.compile(
+    rf"(?:[^\d:]{{1,20}}:\s*)?(?:(?:{_MARK})\s*{_AMOUNT}|{_AMOUNT}\s*(?:{_MARK})\.?)"
+    r"\s*(?:\([^()]{0,15}\))?\s*"  # "(税込)", "(incl. VAT)"
+)
 _CURRENCY = re.compile(rf"\s*(?:{_MARK})\s*[.:]?\s*")
 
 
@@ -274,7 +281,7 @@ def currency_of_shop(symbol: str, host: str) -> str | None:
 
 def shows_money(text: str) -> bool:
     """Whether a shown text is an amount with its currency ("$24.990", "12 990 Ft")."""
-    return _MONEY.search(text) is not None
+    return _MONEY.fullmatch(text.strip()) is not None
 
 
 def is_currency(text: str) -> bool:

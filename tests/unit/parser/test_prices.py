@@ -14,6 +14,7 @@ from services.parser.prices import (
     parse_price,
     price_and_currency,
     shared_symbol,
+    shows_money,
 )
 
 
@@ -114,3 +115,21 @@ def test_dot_grouped_amounts_of_whole_unit_currencies() -> None:
     assert in_whole_units("24.990", Decimal("24.990"), "EUR") == Decimal("24.990")  # has cents
     assert in_whole_units("24.5", Decimal("24.5"), "JPY") == Decimal("24.5")  # not grouped
     assert in_whole_units(24.99, Decimal("24.99"), "CLP") == Decimal("24.99")  # a number
+
+
+@pytest.mark.parametrize(
+    ("text", "money"),
+    [
+        ("$24.990", True),
+        ("Rs 23,450", True),
+        ("Preis: 12,90 €", True),  # a short label before it
+        ("¥1,580 (税込)", True),  # a short note after it
+        ("R 2,400", True),
+        ("2320", False),  # an amount alone: its currency may sit in the next element
+        ("EOS R5", False),  # a letter symbol inside a model name is no price
+        ("Compatible with EOS R 6", False),
+        ("Free shipping over $50", False),
+    ],
+)
+def test_a_text_that_is_an_amount_with_its_currency(text: str, money: bool) -> None:
+    assert shows_money(text) is money
