@@ -33,6 +33,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from itertools import islice
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -327,14 +328,18 @@ def _first_amount(pieces: list[str], out: Visible) -> bool:
 
 
 def _preceding(node: LexborNode) -> Iterator[LexborNode]:
-    """The subtrees of the few siblings just before ``node``, in document order."""
-    siblings: list[LexborNode] = []
+    """The subtrees of the few siblings just before ``node``, in document order, at most
+    ``_NEAR_TITLE`` nodes (a mega menu before the title is cut short)."""
+    chunks: list[list[LexborNode]] = []
+    budget = _NEAR_TITLE
     sibling = node.prev
-    while sibling is not None and len(siblings) < _SIBLINGS_BEFORE:
-        siblings.append(sibling)
+    while sibling is not None and len(chunks) < _SIBLINGS_BEFORE and budget > 0:
+        chunk = list(islice(sibling.traverse(include_text=True), budget))
+        budget -= len(chunk)
+        chunks.append(chunk)
         sibling = sibling.prev
-    for before in reversed(siblings):
-        yield from before.traverse(include_text=True)
+    for chunk in reversed(chunks):
+        yield from chunk
 
 
 def _following(node: LexborNode, limit: int) -> Iterator[LexborNode]:
