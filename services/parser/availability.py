@@ -63,7 +63,9 @@ SOLD_OUT_WORDS = re.compile(
     r"|nav pieejams|išparduota|在庫切れ|売り切れ|缺貨|售完|已售完|缺货|품절|일시품절|אזל מהמלאי"
     r"|غير متوفر|نفذت الكمية|stoc epuizat|indisponibil|nincs készleten|elfogyott|εξαντλήθηκε"
     r"|μη διαθέσιμο|nema na (?:zalihi|stanju)|rasprodano|немає в наявності|hết hàng"
-    r"|สินค้าหมด|tidak tersedia|stok habis",
+    r"|สินค้าหมด|ไม่มีสินค้า|tidak tersedia|stok habis|nincs (?:raktáron|készleten)"
+    r"|nije (?:na stanju|na zalihi|dostupno)|nu (?:este |e )?[îi]n stoc|inte i lager"
+    r"|εκτός αποθέματος|não disponível|nicht vorrätig",
     re.I,
 )
 IN_STOCK_WORDS = re.compile(
@@ -72,7 +74,7 @@ IN_STOCK_WORDS = re.compile(
     r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem|dostępny"
     r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음|în stoc|pe stoc|raktáron|készleten"
     r"|σε απόθεμα|na (?:zalihi|stanju)|є в наявності|в наявності|còn hàng|มีสินค้า|stok tersedia"
-    r"|\bi lager\b",
+    r"|\bi lager\b|disponível|em stock",
     re.I,
 )
 _PREORDER_WORDS = re.compile(r"pre-?order|vorbestell|précommande|pre-?venta|prenota", re.I)
