@@ -73,9 +73,11 @@ _BUY_WORDS = re.compile(
     r"|dodaj do koszyka|do košíka|do košíku|lägg i varukorgen|læg i kurv|legg i handlekurv"
     r"|lisää ostoskoriin|sepete ekle|lisa ostukorvi|pievienot grozam|į krepšelį|в корзину"
     r"|adaug[aă] [iî]n co[sșş]|kosárba|προσθήκη στο καλάθι|dodaj u (?:košaricu|korpu)|v košarico"
-    r"|добави в количката|(?:додати )?в кошик|הוסף? לסל|הוספה לסל|أضف (?:إلى|ل)ل?سلة|thêm vào giỏ"
+    r"|добави в количката|(?:додати )?в кошик|הוסף? לסל|הוספה לסל|thêm vào giỏ"
+    r"|[أا]ضف (?:[إا]لى )?(?:ال|لل)?(?:سلة|عربة|حقيبة)"
     r"|ใส่ตะกร้า|tambah(?:kan)? ke (?:keranjang|troli)|añadir a la (?:cesta|bolsa)"
-    r"|agregar a la bolsa|ielikt grozā|adicionar ao cesto"
+    r"|agregar a la bolsa|ielikt grozā|adicionar ao cesto|winkelmand|tilføj til kurv"
+    r"|add to order|order now|jetzt bestellen|pedir ahora|ordina ora|^\s*do koszyka\s*$"
     # An auction's bid and a classified ad's contact are how its item is bought.
     r"|place (?:a |your )?bid|submit bid|bid now|make (?:an )?offer|fai un['’]offerta"
     r"|gebot abgeben|faire une offre|hacer una oferta|chat with (?:the )?seller"
