@@ -39,18 +39,21 @@ _SKU_LABELS = (
     r"|lot\s*(?:#|no\.?|number)"
 )
 _MPN_LABELS = (
-    r"model(?:\s*(?:#|no\.?|number|name))?|mpn|manufacturer\s*part\s*(?:no\.?|number)"
-    r"|part\s*(?:#|no\.?|number)|modell(?:nummer)?|herstellernummer|modelo|mod[èe]le"
+    r"(?:item\s*)?model(?:\s*(?:#|no\.?|number|name))?|mpn"
+    r"|(?:manufacturer|mfr\.?|mfg\.?)\s*part\s*(?:#|no\.?|number)"
+    r"|part\s*(?:#|no\.?|number)|modell(?:nummer)?|hersteller(?:-?\s*nr\.?|-?nummer)|modelo"
+    r"|mod[èe]le"
     r"|modello|型号|型號|型番|모델명"
 )
 _GTIN_LABELS = r"ean(?:-?code)?|gtin(?:-?1[234])?|upc|isbn(?:-?1[03])?|barcode|штрихкод"
 # A code: letters, digits and the separators shops use (002.937.72, 1002/710, PU_106160/01).
 _CODE = r"(?P<code>[A-Za-z0-9][A-Za-z0-9./_-]{1,40})"
-_GAP = r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|]\s*)?(?:<[^<>]{0,300}>\s*){0,6}(?:[:#]\s*)?"
+_GAP = r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|：]\s*)?(?:<[^<>]{0,300}>\s*){0,6}(?:[:#：]\s*)?"
 
 
 # ">" where a text run starts with a letter (the lookahead skips "><" and numbers at C speed),
-# the label, the gap, and the code ending its text run.
+# the label, the gap (CJK shops use a full-width colon, "商品番号：123456"), and the code
+# ending its text run.
 _LABELLED = re.compile(  # case-insensitive only after ">": a literal first char scans fast
     rf">(?=\s*[^\W\d_])(?i:\s*(?:(?P<sku>{_SKU_LABELS})|(?P<mpn>{_MPN_LABELS})"
     rf"|(?P<gtin>{_GTIN_LABELS}))(?![^\W\d_]){_GAP}){_CODE}\s*(?=<)"
