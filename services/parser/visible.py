@@ -103,10 +103,14 @@ _OLD = re.compile(
     re.I,
 )
 _NOT_A_PRICE = re.compile(
-    r"unit|per-|instal|monthly|credit|shipping|delivery|bonus|points|tax|deposit|filter"
-    r"|save|saving|discount|percent",
+    r"unit|per-|instal|monthly|credit|shipping|delivery|bonus|points|(?<!incl[-_])tax|excl"
+    r"|deposit|filter|save|saving|discount|percent",
     re.I,
 )
+# A later buy-box price marked as the one that applies now: lower than the first, it is the
+# sale price and the first the regular one.
+_SALE = re.compile(r"sale|special|promo|offer|now|current|final|reduced|deal", re.I)
+_SALE_AFTER = 3
 _TITLE_PARTS = re.compile(r"\s+[|–—:-]\s+|\s*\|\s*")  # "Name | Shop", "Name - Shop"
 _NEAR_TITLE = 200  # nodes after the title read for a price without price markup
 _SIBLINGS_BEFORE = 4  # and siblings before it (text nodes count)
@@ -274,6 +278,14 @@ def _read_prices(
             out.symbol = shared_symbol(text)
         else:
             after += 1
+            currency = currency_in_text(text)
+            symbol = shared_symbol(text)
+            sale = _SALE.search(marks) and (currency or symbol)  # "29" beside "%" is a rate
+            if after <= _SALE_AFTER and price < out.price and sale:
+                # "€59.99 <span class=price--sale>€49.99</span>": the first was the regular
+                out.old_prices.add(out.price)
+                out.price = price
+                out.currency, out.symbol = currency or out.currency, symbol or out.symbol
             if after >= _BUY_BOX_PRICES:
                 break
 
