@@ -111,6 +111,11 @@ _NOT_A_PRICE = re.compile(
 # sale price and the first the regular one.
 _SALE = re.compile(r"sale|special|promo|offer|now|current|final|reduced|deal", re.I)
 _SALE_AFTER = 3
+_NOW = re.compile(
+    r"(?<![^\W\d_])(?:now|jetzt|nur noch|ahora|maintenant|agora|adesso|nu|teraz|сейчас)"
+    r"(?![^\W\d_])\s*:?\s*(?=\D{0,6}\d)",
+    re.I,
+)
 _TITLE_PARTS = re.compile(r"\s+[|–—:-]\s+|\s*\|\s*")  # "Name | Shop", "Name - Shop"
 _NEAR_TITLE = 200  # nodes after the title read for a price without price markup
 _SIBLINGS_BEFORE = 4  # and siblings before it (text nodes count)
@@ -384,7 +389,14 @@ def _shown_price(node: LexborNode) -> tuple[Decimal | None, str]:
     """The price an element shows, its struck and old parts left out, and its text."""
     content = _content(node)
     text = _PERCENT.sub(" ", _own_text(node))
-    return parse_price(content if content is not None else text), text
+    if content is not None:
+        return parse_price(content), text
+    now = _NOW.search(text) if len(text) < 80 else None
+    if now is not None:  # "Was €59.99 Now €49.99": the price after "now" is paid
+        after = parse_price(text[now.end() :])
+        if after is not None and after > 0:
+            return after, text
+    return parse_price(text), text
 
 
 def _own_text(node: LexborNode) -> str:
