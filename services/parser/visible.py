@@ -283,16 +283,22 @@ def _read_prices(
             out.symbol = shared_symbol(text)
         else:
             after += 1
-            currency = currency_in_text(text)
-            symbol = shared_symbol(text)
-            sale = _SALE.search(marks) and (currency or symbol)  # "29" beside "%" is a rate
-            if after <= _SALE_AFTER and price < out.price and sale:
-                # "€59.99 <span class=price--sale>€49.99</span>": the first was the regular
-                out.old_prices.add(out.price)
-                out.price = price
-                out.currency, out.symbol = currency or out.currency, symbol or out.symbol
+            if after <= _SALE_AFTER and price < out.price and _SALE.search(marks):
+                _sale(out, price, text)
             if after >= _BUY_BOX_PRICES:
                 break
+
+
+def _sale(out: Visible, price: Decimal, text: str) -> None:
+    """A lower buy-box price marked as the sale one ("€59.99 <span class=price--sale>€49.99
+    </span>"): the price, the first one the regular. It must carry a currency: "29" beside
+    "%" is a discount rate."""
+    currency, symbol = currency_in_text(text), shared_symbol(text)
+    if currency or symbol:
+        if out.price is not None:
+            out.old_prices.add(out.price)
+        out.price = price
+        out.currency, out.symbol = currency or out.currency, symbol or out.symbol
 
 
 def _unmarked_price(title: LexborNode, out: Visible) -> None:
