@@ -16,7 +16,7 @@ buy box where the structured data says InStock.
   the way it is shown (``12<sup>99</sup>``, whole/decimal/fraction spans). Struck and old
   prices seen on the way are kept: a structured price shown as the old price means the
   displayed price is the sale price. Without any price-marked element after the title, the
-  first amount near it that carries a currency (``_unmarked_price``): it fills a gap but
+  first amount near it that carries a currency (``unmarked``): it fills a gap but
   never overrides a structured price.
 - **Buy controls**: add-to-cart markup (classes, ids, forms posting to a cart, inputs) or
   buttons and links whose words say buy (or bid, or contact the seller of a classified ad),
@@ -30,10 +30,8 @@ buy box where the structured data says InStock.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from itertools import islice
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -45,11 +43,10 @@ from services.parser.microdata import in_tile_container
 from services.parser.prices import (
     currency_in_text,
     format_price,
-    is_currency,
     parse_price,
     shared_symbol,
-    shows_money,
 )
+from services.parser.unmarked import unmarked_amount
 
 Fields = dict[str, str]
 
@@ -117,13 +114,6 @@ _NOW = re.compile(
     re.I,
 )
 _TITLE_PARTS = re.compile(r"\s+[|–—:-]\s+|\s*\|\s*")  # "Name | Shop", "Name - Shop"
-_NEAR_TITLE = 200  # nodes after the title read for a price without price markup
-_SIBLINGS_BEFORE = 4  # and siblings before it (text nodes count)
-_NOT_A_PRICE_WORDS = re.compile(
-    r"shipping|delivery|versand|livraison|env[íi]o|frete|spedizione|доставк|運費|运费|送料"
-    r"|\bover\b|\bab\b|\bfrom\b|save|spare|économ|ahorr|/\s*(?:kg|g|l|ml|m|st|pc)\b",
-    re.I,
-)
 _UNSHOWN = ("meta", "link", "input", "script", "style", "option", "select", "noscript", "template")
 _PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*%")
 _STRUCK_TAGS = ("del", "s", "strike")
@@ -302,88 +292,18 @@ def _sale(out: Visible, price: Decimal, text: str) -> None:
 
 
 def _unmarked_price(title: LexborNode, out: Visible) -> None:
-    """A price shown without price markup (styled spans, table cells): the first amount
-    after the title that carries a currency in its own text or in the element beside it
-    (``<span>2320</span><span>元</span>``), struck and old amounts left out; failing that,
-    one just before the title in its own block (classified ads put the price above it)."""
-    for nodes in (_following(title, _NEAR_TITLE), _preceding(title)):
-        if _first_amount(_pieces(nodes), out):
-            return
+    shown = unmarked_amount(title, _not_shown_price)
+    price = parse_price(shown) if shown else None
+    if shown and price is not None:
+        out.price, out.currency, out.price_marked = price, currency_in_text(shown), False
+        out.symbol = shared_symbol(shown)
+        out.shown_prices.add(price)
 
 
-def _pieces(nodes: Iterator[LexborNode]) -> list[str]:
-    """The shown texts of ``nodes`` (in document order), struck and old parts left out."""
-    pieces: list[str] = []
-    skipped: set[int] = set()
-    for node in nodes:
-        parent = node.parent
-        if parent is not None and parent.mem_id in skipped:
-            skipped.add(node.mem_id)
-        elif node.tag == "-text":
-            text = (node.text_content or "").strip()
-            if text:
-                pieces.append(text)
-        elif node.tag == "h1":
-            break  # another product's title
-        else:
-            marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
-            if node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _OLD.search(marks):
-                skipped.add(node.mem_id)
-    return pieces
-
-
-def _first_amount(pieces: list[str], out: Visible) -> bool:
-    for i, text in enumerate(pieces):
-        if len(text) > 40 or not any(c.isdigit() for c in text) or "%" in text:
-            continue
-        if _NOT_A_PRICE_WORDS.search(text) or (i and _NOT_A_PRICE_WORDS.search(pieces[i - 1])):
-            continue  # a shipping fee, a unit price, a saving
-        shown = text if shows_money(text) else None
-        if shown is None and i + 1 < len(pieces) and is_currency(pieces[i + 1]):
-            shown = f"{text} {pieces[i + 1]}"
-        if shown is None and i > 0 and is_currency(pieces[i - 1]):
-            shown = f"{pieces[i - 1]} {text}"
-        price = parse_price(shown) if shown else None
-        if shown and price is not None and price > 0:
-            out.price, out.currency, out.price_marked = price, currency_in_text(shown), False
-            out.symbol = shared_symbol(shown)
-            out.shown_prices.add(price)
-            return True
-    return False
-
-
-def _preceding(node: LexborNode) -> Iterator[LexborNode]:
-    """The subtrees of the few siblings just before ``node``, in document order, at most
-    ``_NEAR_TITLE`` nodes (a mega menu before the title is cut short)."""
-    chunks: list[list[LexborNode]] = []
-    budget = _NEAR_TITLE
-    sibling = node.prev
-    while sibling is not None and len(chunks) < _SIBLINGS_BEFORE and budget > 0:
-        chunk = list(islice(sibling.traverse(include_text=True), budget))
-        budget -= len(chunk)
-        chunks.append(chunk)
-        sibling = sibling.prev
-    for chunk in reversed(chunks):
-        yield from chunk
-
-
-def _following(node: LexborNode, limit: int) -> Iterator[LexborNode]:
-    """The nodes after ``node`` (not inside it) in document order, at most ``limit``."""
-    count = 0
-    current: LexborNode | None = node
-    while current is not None:
-        after = current.next
-        while after is None:
-            current = current.parent
-            if current is None:
-                return
-            after = current.next
-        current = after
-        for sub in after.traverse(include_text=True):
-            yield sub
-            count += 1
-            if count >= limit:
-                return
+def _not_shown_price(node: LexborNode) -> bool:
+    """An element whose text is no current price: struck, old, or not shown at all."""
+    marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
+    return node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _OLD.search(marks) is not None
 
 
 def _content(node: LexborNode) -> str | None:
