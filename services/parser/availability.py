@@ -1,4 +1,11 @@
-"""Availability values (schema.org URLs, OpenGraph words, visible text) → our seven states."""
+"""Availability values (schema.org URLs, OpenGraph words, visible text) → our seven states.
+
+A structured value is a schema.org ``ItemAvailability`` in any spelling (``https://…/InStock``,
+``schema:InStock``, ``instock``, ``In Stock``) or a feed's word (``oos``, ``available for
+order``). Microdata often carries the shown words instead (``<span itemprop=availability>Nicht
+lieferbar</span>``, "Status: Sold"): those are read with the words shops use in their buy
+boxes, which the visible reader shares (``SOLD_OUT_WORDS``, ``IN_STOCK_WORDS``).
+"""
 
 from __future__ import annotations
 
@@ -19,6 +26,16 @@ _STATES: dict[str, Availability] = {
     "backorder": "backorder",
     "discontinued": "discontinued",
     "limitedavailability": "limited",
+    "madetoorder": "backorder",  # orderable, made and shipped later
+    "reserved": "out_of_stock",  # schema.org: reserved for someone, not for sale now
+    # Feed and classified-ad words (Facebook catalog, Google Merchant, "Status: Sold").
+    "oos": "out_of_stock",
+    "availablefororder": "backorder",
+    "available": "in_stock",
+    "unavailable": "out_of_stock",
+    "notavailable": "out_of_stock",
+    "sold": "out_of_stock",
+    "notsold": "in_stock",
 }
 # When offers disagree the product is as available as its most available offer.
 _RANK: dict[Availability, int] = {
@@ -31,6 +48,43 @@ _RANK: dict[Availability, int] = {
     "unknown": 6,
 }
 _NOISE = re.compile(r"[^a-z]")
+# The words shops show for a sold-out or an in-stock item, in the languages of the shops we
+# meet; sold-out words are tried first ("not in stock", "no disponible" hold in-stock words).
+SOLD_OUT_WORDS = re.compile(
+    r"out of stock|sold out|currently unavailable|unavailable online|not available|no longer"
+    r" available|temporarily unavailable|not in stock|ausverkauft|nicht (?:mehr )?(?:verfügbar"
+    r"|lieferbar|auf lager|vorrätig)|derzeit nicht|rupture de stock|épuisé|indisponible"
+    r"|agotado|sin stock|no disponible|sin existencias|esaurito|non disponibile|esgotado"
+    r"|indisponível|sem estoque|uitverkocht|niet (?:op voorraad|leverbaar|beschikbaar)"
+    r"|niedostępny|wyprzedany|brak w magazynie|brak towaru|vyprodáno|vypredané|nedostupn"
+    r"|není skladem|nie je skladom|nie je možné (?:\S+ )?kúpiť|není možné (?:\S+ )?koupit"
+    r"|нет в наличии|распродан|товар закончился|отсутствует|slutsåld|ej i lager|utsolgt"
+    r"|ikke på lager|udsolgt|loppuunmyyty|ei varastossa|tükendi|stokta yok|laost otsas"
+    r"|nav pieejams|išparduota|在庫切れ|売り切れ|缺貨|售完|已售完|缺货|품절|일시품절|אזל מהמלאי"
+    r"|غير متوفر|نفذت الكمية|stoc epuizat|indisponibil|nincs készleten|elfogyott|εξαντλήθηκε"
+    r"|μη διαθέσιμο|nema na (?:zalihi|stanju)|rasprodano|немає в наявності|hết hàng"
+    r"|สินค้าหมด|ไม่มีสินค้า|tidak tersedia|stok habis|nincs (?:raktáron|készleten)"
+    r"|nije (?:na stanju|na zalihi|dostupno)|nu (?:este |e )?[îi]n stoc|inte i lager"
+    r"|εκτός αποθέματος|não disponível|nicht vorrätig",
+    re.I,
+)
+IN_STOCK_WORDS = re.compile(
+    r"\bin stock\b|available now|available to (?:ship|order|buy)|available online"
+    r"|ships (?:in|within|today)|auf lager|sofort lieferbar|lieferbar|en stock|disponible"
+    r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem|dostępny"
+    r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음|în stoc|pe stoc|raktáron|készleten"
+    r"|σε απόθεμα|na (?:zalihi|stanju)|є в наявності|в наявності|còn hàng|มีสินค้า|stok tersedia"
+    r"|\bi lager\b|disponível|em stock",
+    re.I,
+)
+_PREORDER_WORDS = re.compile(r"pre-?order|vorbestell|précommande|pre-?venta|prenota", re.I)
+_BACKORDER_WORDS = re.compile(r"back-?order|made to order|auf bestellung|sur commande", re.I)
+_WORDS: tuple[tuple[re.Pattern[str], Availability], ...] = (
+    (SOLD_OUT_WORDS, "out_of_stock"),
+    (_PREORDER_WORDS, "preorder"),
+    (_BACKORDER_WORDS, "backorder"),
+    (IN_STOCK_WORDS, "in_stock"),
+)
 
 
 def normalize_availability(value: object) -> Availability | None:
@@ -51,7 +105,24 @@ def _normalize(value: str) -> Availability | None:
         return text
     # "https://schema.org/InStock", "schema:InStock", "http://schema.org/ItemAvailability/InStock"
     tail = text.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
-    return _STATES.get(_NOISE.sub("", tail.lower()), "unknown")
+    state = _STATES.get(_NOISE.sub("", tail.lower()))
+    return state or _from_words(text)
+
+
+def _from_words(text: str) -> Availability:
+    """A structured value written as shown words, or ``unknown``."""
+    if len(text) > 200:
+        return "unknown"  # a paragraph, not a state
+    return shown_state(text) or "unknown"
+
+
+def shown_state(text: str) -> Availability | None:
+    """The state shown words say ("Nicht lieferbar", "Pre-order: ships in March", "Only 3
+    left in stock"), sold-out words first; None when they say none."""
+    for words, state in _WORDS:
+        if words.search(text):
+            return state
+    return None
 
 
 def best_availability(values: Iterable[Availability | None]) -> Availability | None:

@@ -12,6 +12,9 @@ they disagree in a known way, the page wins:
   stock: out of stock, with the conflict reported (``attributes["conflict"]``) and the
   confidence lowered. The other way round (an enabled buy button, structured OutOfStock) is
   only reported: a hidden template button proves nothing.
+- **Currency.** A price shown with a symbol several currencies share ("$", "kr", "Rs",
+  "元") is in the currency of the shop's country domain (``.com.ar`` pesos, ``.se`` crowns),
+  unless the structured data names another.
 - **Identifiers.** The code the page shows beside a label ("Product code", "Art.-Nr.", …) is
   the ``sku``; a different structured ``sku`` (often an internal id) is kept as the
   ``structured_sku`` attribute. A labelled model number or EAN fills ``mpn``/``gtin`` when
@@ -29,8 +32,9 @@ from dataclasses import dataclass, field
 from services.parser.availability import normalize_availability
 from services.parser.identifiers import labelled_codes, shows_code, url_item_id
 from services.parser.metatags import Fields
-from services.parser.prices import format_price, parse_price
+from services.parser.prices import currency_of_shop, format_price, parse_price
 from services.parser.visible import Visible
+from shared.urls import host_of
 
 _BASE = {
     "jsonld": 0.9,
@@ -62,6 +66,7 @@ def crosscheck(
         _price(fields, shown, conflicts)
         _stock(fields, shown, conflicts)
     _identifiers(fields, html, urls, attributes)
+    _currency(fields, shown, urls)
     confidence = _BASE.get(found_by, 0.5)
     if "price" not in fields:
         confidence -= 0.2
@@ -77,6 +82,8 @@ def _price(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
     structured = parse_price(fields.get("price"))
     if structured is None or shown.price is None or shown.price == structured:
         return
+    if not shown.price_marked:  # an amount read without price markup never overrides
+        return
     if structured in shown.old_prices:
         if shown.price < structured:  # a sale: the regular price is shown struck through
             fields["price"] = format_price(shown.price)
@@ -87,6 +94,22 @@ def _price(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
         shown_text, structured_text = format_price(shown.price), format_price(structured)
         conflicts.append(f"price: page {shown_text}, structured data {structured_text}")
         fields["price"] = format_price(shown.price)
+
+
+def _currency(fields: Fields, shown: Visible, urls: tuple[str | None, ...]) -> None:
+    """A price shown with a symbol several currencies share ("$", "kr", "元") is in the
+    currency of the shop's country domain, unless the structured data names another."""
+    if shown.symbol is None or shown.price is None:
+        return
+    if parse_price(fields.get("price")) != shown.price:
+        return  # the price shown is not the product's
+    if fields.get("currency") not in (None, shown.currency):
+        return
+    for url in urls:
+        code = currency_of_shop(shown.symbol, host_of(url)) if url else None
+        if code:
+            fields["currency"] = code
+            return
 
 
 def _stock(fields: Fields, shown: Visible, conflicts: list[str]) -> None:

@@ -33,21 +33,27 @@ _SKU_LABELS = (
     r"|(?:nr|numer)\s*katalogowy|katalogov[ée]\s*č[íi]slo|код(?:\s*товара)?|артикул|арт\."
     r"|varenummer|varenr\.?|tuotenumero|tuotekoodi|ürün\s*kodu|stok\s*kodu|מק\"ט|מק״ט"
     r"|商品編號|商品编号|货号|貨號|商品番号|品番|商品コード|상품번호|품번"
+    r"|cod\s*produs|cikksz[áa]m|term[ée]kk[óo]d|κωδικός(?:\s*προϊόντος)?|šifra(?:\s*proizvoda)?"
+    r"|код\s*товару|mã\s*(?:sản phẩm|sp|hàng)|kode\s*(?:produk|barang)|รหัสสินค้า"
     r"|anzeige(?:n-?(?:nr\.?|nummer))?|ad\s*(?:id|no\.?|number)|listing\s*(?:id|#|no\.?)"
+    r"|lot\s*(?:#|no\.?|number)"
 )
 _MPN_LABELS = (
-    r"model(?:\s*(?:#|no\.?|number|name))?|mpn|manufacturer\s*part\s*(?:no\.?|number)"
-    r"|part\s*(?:#|no\.?|number)|modell(?:nummer)?|herstellernummer|modelo|mod[èe]le"
+    r"(?:item\s*)?model(?:\s*(?:#|no\.?|number|name))?|mpn"
+    r"|(?:manufacturer|mfr\.?|mfg\.?)\s*part\s*(?:#|no\.?|number)"
+    r"|part\s*(?:#|no\.?|number)|modell(?:nummer)?|hersteller(?:-?\s*nr\.?|-?nummer)|modelo"
+    r"|mod[èe]le"
     r"|modello|型号|型號|型番|모델명"
 )
 _GTIN_LABELS = r"ean(?:-?code)?|gtin(?:-?1[234])?|upc|isbn(?:-?1[03])?|barcode|штрихкод"
 # A code: letters, digits and the separators shops use (002.937.72, 1002/710, PU_106160/01).
 _CODE = r"(?P<code>[A-Za-z0-9][A-Za-z0-9./_-]{1,40})"
-_GAP = r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|]\s*)?(?:<[^<>]{0,300}>\s*){0,6}(?:[:#]\s*)?"
+_GAP = r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|：]\s*)?(?:<[^<>]{0,300}>\s*){0,6}(?:[:#：]\s*)?"
 
 
 # ">" where a text run starts with a letter (the lookahead skips "><" and numbers at C speed),
-# the label, the gap, and the code ending its text run.
+# the label, the gap (CJK shops use a full-width colon, "商品番号：123456"), and the code
+# ending its text run.
 _LABELLED = re.compile(  # case-insensitive only after ">": a literal first char scans fast
     rf">(?=\s*[^\W\d_])(?i:\s*(?:(?P<sku>{_SKU_LABELS})|(?P<mpn>{_MPN_LABELS})"
     rf"|(?P<gtin>{_GTIN_LABELS}))(?![^\W\d_]){_GAP}){_CODE}\s*(?=<)"
@@ -145,6 +151,13 @@ def _clean(raw: str) -> str | None:
     if len(code) < 3 or not any(c.isdigit() for c in code):
         return None  # words ("Details", "eingeben"), not codes
     return code
+
+
+def is_item_url(url: str) -> bool:
+    """The URL is a marketplace's or classified site's item page (``/itm/<id>``,
+    ``/dp/<ASIN>``, ``/item/…-<id>``): a trailing id alone does not say so."""
+    path = unquote(urlsplit(url).path)
+    return _ASIN.search(path) is not None or _ITEM_SEGMENT.search(path) is not None
 
 
 def url_item_id(url: str) -> str | None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from selectolax.lexbor import LexborHTMLParser
 
 from services.parser.availability import normalize_availability
-from services.parser.prices import format_price, normalize_currency, parse_price
+from services.parser.prices import format_price, in_whole_units, normalize_currency, parse_price
 
 PRODUCT_OG_TYPES = frozenset({"product", "product.item", "product.group", "og:product", "products"})
 _PREFIXES = ("og:", "product:")
@@ -68,18 +68,19 @@ def og_fields(meta: MetaTags) -> Fields:
     _put(out, "gtin", meta.first("product:gtin", "product:ean", "product:upc", "product:isbn"))
     _put(out, "mpn", meta.first("product:mfr_part_no"))
     raw_price = meta.first(*_PRICE_TAGS)
-    price = parse_price(raw_price)
+    currency = normalize_currency(
+        meta.first("product:price:currency", "og:price:currency", "product:sale_price:currency")
+    ) or (normalize_currency(raw_price) if raw_price else None)
+    price = in_whole_units(raw_price, parse_price(raw_price), currency)
     if price is not None and price <= 0:
         price = None  # a placeholder, not a price
-    sale = parse_price(meta.first("product:sale_price:amount"))
+    raw_sale = meta.first("product:sale_price:amount")
+    sale = in_whole_units(raw_sale, parse_price(raw_sale), currency)
     # What the customer pays now: a sale price below the regular one is the price.
     if sale is not None and sale > 0 and (price is None or sale < price):
         price = sale
     if price is not None:
         out["price"] = format_price(price)
-    currency = normalize_currency(
-        meta.first("product:price:currency", "og:price:currency", "product:sale_price:currency")
-    ) or (normalize_currency(raw_price) if raw_price else None)
     _put(out, "currency", currency)
     _put(
         out,

@@ -206,7 +206,7 @@ def _product(
                 veto = False
         fields: Fields = {}
         if verdict is not None and verdict.kind == "product" and verdict.node is not None:
-            fields = node_fields(verdict.node, found.index)  # type: ignore[union-attr]
+            fields = node_fields(verdict.node, found.index, url)  # type: ignore[union-attr]
             if decided is None and not veto:
                 decided = len(levels)
                 structured = (verdict.node, found.index)  # type: ignore[union-attr]

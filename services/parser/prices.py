@@ -99,6 +99,7 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("A$", "AUD"),
     ("NZ$", "NZD"),
     ("HK$", "HKD"),
+    ("NT$", "TWD"),
     ("S$", "SGD"),
     ("R$", "BRL"),
     ("MX$", "MXN"),
@@ -131,9 +132,41 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("₼", "AZN"),
     ("₦", "NGN"),
 )  # A lone "$" is not here: dollars of a dozen countries share it (the rule: "unambiguous").
-# Codes shops still send for a currency that has a new one: the Russian rouble's pre-1998 code.
-_RETIRED = {"RUR": "RUB"}
+# Codes shops still send for a currency that has a new one: the Russian rouble's pre-1998
+# code, the Belarusian rouble's pre-2016 one.
+_RETIRED = {"RUR": "RUB", "BYR": "BYN"}
+# Symbols that are ordinary letters, matched as words only ("Ft" is not in "Soft"): the
+# Romanian leu, forint, Turkish lira, Swiss franc, ringgit, rupiah, kuna, rand.
+_WORD_SYMBOLS = {
+    "lei": "RON",
+    "ft": "HUF",
+    "tl": "TRY",
+    "fr.": "CHF",
+    "sfr.": "CHF",
+    "rm": "MYR",
+    "rp": "IDR",
+    "kn": "HRK",
+    "r": "ZAR",
+}
+_WORD_SYMBOL = re.compile(r"(?<![^\W\d_])(lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])")
 _CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
+# A currency as shown beside an amount: a symbol (the shared "$", "kr", "Rs" too), a word
+# symbol or a known code. ``_MONEY``: a text that is an amount with its currency; ``_CURRENCY``:
+# a text that is only a currency (the span beside a split price's number).
+_MARK = "|".join(
+    [re.escape(symbol) for symbol, _ in _SYMBOLS]
+    + [r"\$", r"(?<![^\W\d_])(?:kr|Rs\.?|lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])"]
+    + [rf"(?<![A-Za-z])(?:{'|'.join(sorted(ISO_CODES | _RETIRED.keys()))})(?![A-Za-z])"]
+)
+_AMOUNT = r"\d[\d.,'’\u00a0\u202f ]*(?:[.,][-–]+)?"
+# The whole text is the amount and its currency, after at most a short label ("Price:") and
+# before at most a short note in brackets:
+# "EOS R5" or "Model R 200" in a spec line is no price.
+_MONEY = re.compile(
+    rf"(?:[^\d:]{{1,20}}:\s*)?(?:(?:{_MARK})\s*{_AMOUNT}|{_AMOUNT}\s*(?:{_MARK})\.?)"
+    r"\s*(?:\([^()]{0,15}\))?\s*"  # "(税込)", "(incl. VAT)"
+)
+_CURRENCY = re.compile(rf"\s*(?:{_MARK})\s*[.:]?\s*")
 
 
 def parse_price(value: object) -> Decimal | None:
@@ -200,6 +233,9 @@ def normalize_currency(value: object) -> str | None:
 @lru_cache(maxsize=1024)  # the same few strings on every offer of every page
 def _normalize_currency(value: str) -> str | None:
     text = value.strip()
+    word = _WORD_SYMBOLS.get(text.lower())
+    if word:
+        return word
     if len(text) == 3 and text.isalpha():
         code = text.upper()
         return _RETIRED.get(code, code)
@@ -216,7 +252,41 @@ def currency_in_text(text: str) -> str | None:
     for symbol, code in _SYMBOLS:
         if symbol in text:
             return code
-    return None
+    word = _WORD_SYMBOL.search(text)
+    return _WORD_SYMBOLS[word.group(1).lower()] if word else None
+
+
+# Symbols several currencies share ("$", "kr", "Rs", "元"), and which one a shop's country
+# domain means by it: "$" on a .com.ar shop is pesos, "kr" on a .se shop crowns.
+_SHARED_SYMBOL = re.compile(r"(?<![^\W\d_])(kr|Rs)\.?(?![^\W\d_])|\$|元")
+_BY_COUNTRY = {
+    "$": {"ar": "ARS", "cl": "CLP", "mx": "MXN", "co": "COP", "uy": "UYU", "ca": "CAD",
+          "au": "AUD", "nz": "NZD", "sg": "SGD", "hk": "HKD", "tw": "TWD", "us": "USD"},
+    "kr": {"se": "SEK", "no": "NOK", "dk": "DKK", "is": "ISK"},
+    "rs": {"pk": "PKR", "in": "INR", "lk": "LKR", "np": "NPR"},
+    "元": {"tw": "TWD", "hk": "HKD", "cn": "CNY"},
+}  # fmt: skip
+
+
+def shared_symbol(text: str) -> str | None:
+    """The shared currency symbol a shown price carries ("$", "kr", "rs", "元"), if any."""
+    m = _SHARED_SYMBOL.search(text)
+    return None if m is None else (m.group(1) or m.group(0)).lower()
+
+
+def currency_of_shop(symbol: str, host: str) -> str | None:
+    """The currency a shared symbol means on a shop of this host's country domain."""
+    return _BY_COUNTRY.get(symbol, {}).get(host.rstrip(".").rsplit(".", 1)[-1].lower())
+
+
+def shows_money(text: str) -> bool:
+    """Whether a shown text is an amount with its currency ("$24.990", "12 990 Ft")."""
+    return _MONEY.fullmatch(text.strip()) is not None
+
+
+def is_currency(text: str) -> bool:
+    """Whether a shown text is a currency alone ("元", "€", "EUR", "lei")."""
+    return _CURRENCY.fullmatch(text) is not None
 
 
 def price_and_currency(value: object) -> tuple[Decimal | None, str | None]:
@@ -303,6 +373,7 @@ def _offer_term(
         if raw is None:
             raw = _first(offer.get("lowPrice"))
     price, text_currency = price_and_currency(raw)
+    price = in_whole_units(raw, price, currency or text_currency)
     if price is None:
         spec = _spec_quote(offer.get("priceSpecification"), index, 0)
         if spec is not None:
@@ -314,6 +385,21 @@ def _offer_term(
                 _offer_term(sub, index, out, depth + 1, availability)
         return
     out.append((price, currency or text_currency, availability))
+
+
+# Currencies priced in whole units: a structured "24.990" in one of them is 24 990 written
+# with the shop's own thousands separator (Chilean and Colombian shops do), not 24.99.
+_NO_CENTS = frozenset({"CLP", "COP", "PYG", "ISK", "HUF", "KRW", "JPY", "IDR", "VND", "UGX"})
+_DOT_GROUPED = re.compile(r"\d{1,3}(?:\.\d{3})+")
+
+
+def in_whole_units(raw: object, price: Decimal | None, currency: str | None) -> Decimal | None:
+    """``price`` as read from ``raw``, unless ``raw`` is a dot-grouped amount ("24.990") of a
+    currency priced in whole units: then the grouped number (24990)."""
+    if price is None or currency not in _NO_CENTS or not isinstance(raw, str):
+        return price
+    text = raw.strip()
+    return Decimal(text.replace(".", "")) if _DOT_GROUPED.fullmatch(text) else price
 
 
 def _spec_quote(specs: object, index: dict, depth: int) -> Quote | None:

@@ -12,8 +12,9 @@ products sharing one name and page are the variants of one); an empty node (a wi
 is no candidate; several of equal standing are a listing unless exactly one matches the
 page's URL, is not a recommendation tile, or is the one the page's title names.
 
-Offers: the price is the lowest *available* offer's, a price of 0 is none, and nested offers
-(a marketplace's offer around the seller's) are read through.
+Offers: the price is the lowest *available* offer's (unless the page's URL selects one
+variant: then that variant's, see ``selected``), a price of 0 is none, and nested offers (a
+marketplace's offer around the seller's) are read through.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from services.parser.jsonld import Forest, resolve, types_of
 from services.parser.metatags import Fields
 from services.parser.microdata import TILE
 from services.parser.prices import best_offer, format_price, offer_terms
+from services.parser.selected import selected_terms
 from shared.urls import canonicalize
 
 PRODUCT_TYPES = frozenset(
@@ -255,8 +257,9 @@ def _letters(text: str) -> str:
 # --- fields of one entity ------------------------------------------------------------------
 
 
-def node_fields(node: dict[str, Any], index: dict) -> Fields:
-    """Product fields of one schema.org node (JSON-LD, microdata or RDFa)."""
+def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) -> Fields:
+    """Product fields of one schema.org node (JSON-LD, microdata or RDFa). The price and
+    stock are those of the variant ``page_url`` selects (``?variant=…``), if it selects one."""
     out: Fields = {}
     is_group = "productgroup" in types_of(node)
     variants = [
@@ -278,6 +281,11 @@ def node_fields(node: dict[str, Any], index: dict) -> Fields:
     for variant in variants[:MAX_VARIANTS]:
         terms.extend(offer_terms(variant.get("offers"), index))
     best, availability = best_offer(terms)
+    chosen = selected_terms(_as_list(node.get("offers")), variants, index, page_url)
+    if chosen:
+        chosen_best, chosen_availability = best_offer(chosen)
+        best = chosen_best or best
+        availability = chosen_availability or availability
     if best is not None:
         out["price"] = format_price(best[0])
         _put(out, "currency", best[1])

@@ -8,20 +8,23 @@ structured data: a sale price shown beside the structured (regular) price, and a
 buy box where the structured data says InStock.
 
 - **Title**: the one ``<h1>``; with several (recommendation rows use them too), the one that
-  the page's ``<title>``/``og:title`` names.
+  the page's ``<title>``/``og:title`` names (see ``_title``).
 - **Price**: the first price-marked element (class/id "price", ``itemprop=price``) after the
   title that is not struck through or marked as the old/regular price and not in a
   recommendation container. A container's own text counts with its struck parts removed
   (``<s>49 890</s> <span>44 890 тг.</span>``), and a price split across elements is joined
   the way it is shown (``12<sup>99</sup>``, whole/decimal/fraction spans). Struck and old
   prices seen on the way are kept: a structured price shown as the old price means the
-  displayed price is the sale price.
+  displayed price is the sale price. Without any price-marked element after the title, the
+  first amount near it that carries a currency (``unmarked``): it fills a gap but
+  never overrides a structured price.
 - **Buy controls**: add-to-cart markup (classes, ids, forms posting to a cart, inputs) or
-  buttons and links whose words say buy, in the languages of the shops we meet.
+  buttons and links whose words say buy (or bid, or contact the seller of a classified ad),
+  in the languages of the shops we meet; a cart form and the buttons inside it are one.
 - **Stock**: the first availability-marked elements' words (sold out / out of stock /
-  unavailable … in those languages; a store-pickup notice says nothing about buying online),
-  or buy controls that all say sold out. A disabled button alone proves nothing: shops
-  disable it until a size is chosen.
+  unavailable, pre-order, backorder, in stock … in those languages; a store-pickup notice
+  says nothing about buying online), or buy controls that all say sold out. A disabled
+  button alone proves nothing: shops disable it until a size is chosen.
 """
 
 from __future__ import annotations
@@ -33,9 +36,17 @@ from decimal import Decimal
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability
+from services.parser.availability import SOLD_OUT_WORDS, shown_state
+from services.parser.identifiers import is_item_url
 from services.parser.listing import cards_link_elsewhere
 from services.parser.microdata import in_tile_container
-from services.parser.prices import currency_in_text, format_price, parse_price
+from services.parser.prices import (
+    currency_in_text,
+    format_price,
+    parse_price,
+    shared_symbol,
+)
+from services.parser.unmarked import unmarked_amount
 
 Fields = dict[str, str]
 
@@ -58,8 +69,23 @@ _BUY_WORDS = re.compile(
     r"|aggiungi al carrello|adicionar (?:ao|à) (?:carrinho|sacola)|in (?:de )?winkelwagen"
     r"|dodaj do koszyka|do košíka|do košíku|lägg i varukorgen|læg i kurv|legg i handlekurv"
     r"|lisää ostoskoriin|sepete ekle|lisa ostukorvi|pievienot grozam|į krepšelį|в корзину"
-    r"|^\s*(?:купить|comprar|kaufen|acheter|acquista|kup(?:uję|ić| teraz)?|koupit|kúpiť|köp|kjøp"
-    r"|osta|buy|購買|立即購買|구매하기)\s*$"
+    r"|adaug[aă] [iî]n co[sșş]|kosárba|προσθήκη στο καλάθι|dodaj u (?:košaricu|korpu)|v košarico"
+    r"|добави в количката|(?:додати )?в кошик|הוסף? לסל|הוספה לסל|thêm vào giỏ"
+    r"|[أا]ضف (?:[إا]لى )?(?:ال|لل)?(?:سلة|عربة|حقيبة)"
+    r"|ใส่ตะกร้า|tambah(?:kan)? ke (?:keranjang|troli)|añadir a la (?:cesta|bolsa)"
+    r"|agregar a la bolsa|ielikt grozā|adicionar ao cesto|winkelmand|tilføj til kurv"
+    r"|add to order|order now|jetzt bestellen|pedir ahora|ordina ora|^\s*do koszyka\s*$"
+    # An auction's bid and a classified ad's contact are how its item is bought.
+    r"|place (?:a |your )?bid|submit bid|bid now|make (?:an )?offer|fai un['’]offerta"
+    r"|gebot abgeben|faire une offre|hacer una oferta|chat with (?:the )?seller"
+    r"|contact (?:the )?seller|message (?:the )?seller|verkäufer kontaktieren"
+    r"|contactar (?:al |con el )?vendedor|contacter le vendeur|contatta (?:il )?venditore"
+    r"|napisz do sprzedającego|написать продавцу"
+    r"|^\s*(?:kontaktieren|bieten|enchérir|pujar|licytuj|купить|купити|купи|comprar|kaufen"
+    r"|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
+    r"|kúpiť|köp|kjøp|osta|buy|cumpăr[aă]|vásárlás|αγορά|mua ngay|beli(?: sekarang)?|satın al"
+    r"|(?:comprar|köp|acquista) (?:ahora|agora|nu|ora)|jetzt kaufen|acheter maintenant"
+    r"|購買|購入する|立即購買|立即购买|구매하기|바로구매)\s*$"
     r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기|장바구니",
     re.I,
 )
@@ -74,10 +100,20 @@ _OLD = re.compile(
     re.I,
 )
 _NOT_A_PRICE = re.compile(
-    r"unit|per-|instal|monthly|credit|shipping|delivery|bonus|points|tax|deposit|filter"
-    r"|save|saving|discount|percent",
+    r"unit|per-|instal|monthly|credit|shipping|delivery|bonus|points|(?<!incl[-_])tax|excl"
+    r"|deposit|filter|save|saving|discount|percent",
     re.I,
 )
+# A later buy-box price marked as the one that applies now: lower than the first, it is the
+# sale price and the first the regular one.
+_SALE = re.compile(r"sale|special|promo|offer|now|current|final|reduced|deal", re.I)
+_SALE_AFTER = 3
+_NOW = re.compile(
+    r"(?<![^\W\d_])(?:now|jetzt|nur noch|ahora|maintenant|agora|adesso|nu|teraz|сейчас)"
+    r"(?![^\W\d_])\s*:?\s*(?=\D{0,6}\d)",
+    re.I,
+)
+_TITLE_PARTS = re.compile(r"\s+[|–—:-]\s+|\s*\|\s*")  # "Name | Shop", "Name - Shop"
 _UNSHOWN = ("meta", "link", "input", "script", "style", "option", "select", "noscript", "template")
 _PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*%")
 _STRUCK_TAGS = ("del", "s", "strike")
@@ -90,31 +126,10 @@ _STOCK_NODES = (  # each alternative is a walk of the tree: few and broad
 _HIDDEN = re.compile(r"(?:^|[\s_-])(?:hidden|hide|d-none|invisible|is-hidden)(?:$|[\s_-])", re.I)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
 _MAX_STOCK_NODES = 12
-_SOLD_OUT = re.compile(
-    r"out of stock|sold out|currently unavailable|unavailable online|not available|no longer"
-    r" available|temporarily unavailable|not in stock|ausverkauft|nicht (?:mehr )?(?:verfügbar"
-    r"|lieferbar|auf lager|vorrätig)|derzeit nicht|rupture de stock|épuisé|indisponible"
-    r"|agotado|sin stock|no disponible|sin existencias|esaurito|non disponibile|esgotado"
-    r"|indisponível|sem estoque|uitverkocht|niet (?:op voorraad|leverbaar|beschikbaar)"
-    r"|niedostępny|wyprzedany|brak w magazynie|brak towaru|vyprodáno|vypredané|nedostupn"
-    r"|není skladem|nie je skladom|nie je možné (?:\S+ )?kúpiť|není možné (?:\S+ )?koupit"
-    r"|нет в наличии|распродан|товар закончился|отсутствует|slutsåld|ej i lager|utsolgt"
-    r"|ikke på lager|udsolgt|loppuunmyyty|ei varastossa|tükendi|stokta yok|laost otsas"
-    r"|nav pieejams|išparduota|在庫切れ|売り切れ|缺貨|售完|已售完|缺货|품절|일시품절|אזל מהמלאי"
-    r"|غير متوفر|نفذت الكمية",
-    re.I,
-)
 _IN_STORE = re.compile(
     r"pick ?up|in stores?\b|nearby stores?|at (?:your|the) store|click (?:&|and) collect|abholung"
     r"|im markt|in der filiale|en magasin|retrait|en tienda|recogida|na loja|retirada|in negozio"
     r"|ritiro|w sklepie|odbiór|v predajni|na predajni|v prodejně|в магазине|самовывоз",
-    re.I,
-)
-_IN_STOCK = re.compile(
-    r"\bin stock\b|available now|available to (?:ship|order|buy)|available online"
-    r"|ships (?:in|within|today)|auf lager|sofort lieferbar|lieferbar|en stock|disponible"
-    r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem|dostępny"
-    r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음",
     re.I,
 )
 
@@ -128,6 +143,10 @@ class Visible:
     currency: str | None = None
     old_prices: set[Decimal] = field(default_factory=set)
     shown_prices: set[Decimal] = field(default_factory=set)  # every current price near it
+    # False when the price is an amount read near the title without price markup: it fills a
+    # gap but never overrides a structured price.
+    price_marked: bool = True
+    symbol: str | None = None  # a symbol several currencies share ("$", "kr"), as shown
     buttons: list[LexborNode] = field(default_factory=list)  # buy controls outside cards
     stock: Availability | None = None
 
@@ -146,8 +165,9 @@ class Visible:
     @property
     def is_product_layout(self) -> bool:
         """A title, a price and a buy box of its own: a product page without markup. A page
-        has one buy box (and perhaps a sticky copy of it); a grid of cards has many."""
-        return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 4)
+        has one buy box ("add to cart" and "buy now"), perhaps a sticky copy of it and one
+        more control after the description; a grid of cards has many."""
+        return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 6)
 
 
 def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
@@ -162,21 +182,30 @@ def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
     _read_prices(nodes, title, out, memo)
+    if out.price is None and title is not None:
+        _unmarked_price(title, out)
     out.stock = _stock(tree, memo)
     return out
 
 
 def find_buttons(tree: LexborHTMLParser, shown: Visible, page_urls: set[str], base: str) -> None:
     """The buy controls a product layout needs: outside recommendation rows, and not all in
-    cards that link elsewhere (a listing)."""
+    cards that link elsewhere (a listing), unless the page's URL is a marketplace item's
+    (``/itm/<id>``, ``/item/…-<id>``): there the bid or contact box sits beside the seller's
+    avatar and the gallery, which look like a card, and no listing has such a URL."""
     controls = buy_controls(tree)
     if (
         controls
         and len(controls) <= _MAX_CONTROLS
-        and not cards_link_elsewhere(controls, page_urls, base)
+        and (
+            any(is_item_url(u) for u in (*page_urls, base))
+            or not cards_link_elsewhere(controls, page_urls, base)
+        )
     ):
         memo: dict[int, bool] = {}
-        shown.buttons = [c for c in controls if not in_tile_container(c, memo)]
+        # A cart form, its button and the button's label are one control (counted once;
+        # the card check above climbs from each, the innermost first).
+        shown.buttons = _outermost([c for c in controls if not in_tile_container(c, memo)])
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
 
@@ -185,16 +214,28 @@ def find_buttons(tree: LexborHTMLParser, shown: Visible, page_urls: set[str], ba
 
 
 def _title(titles: list[LexborNode], hint: str | None) -> LexborNode | None:
-    """The page's title among its ``h1`` elements (in document order)."""
+    """The page's title among its ``h1`` elements (in document order): with several, the one
+    the page's ``<title>``/``og:title`` names. Named means held in it; of several held, the
+    longest when it holds the others ("Tommy Jeans OFLEKI" and "OFLEKI"); none held, the one
+    that starts with the title's first part ("SEOUL 100 ML Details" for "SEOUL 100 ML |
+    ZARA")."""
     if len(titles) <= 1:
         return titles[0] if titles else None
     texts = [" ".join(t.text(deep=True, separator=" ").split()).casefold() for t in titles]
-    if hint:
-        wanted = " ".join(hint.split()).casefold()
-        named = [i for i, text in enumerate(texts) if text and text in wanted]
-        if named and len({texts[i] for i in named}) == 1:
-            return titles[named[0]]
-    return titles[0] if len(set(texts)) == 1 else None
+    if len(set(texts)) == 1:
+        return titles[0]
+    if not hint:
+        return None
+    wanted = " ".join(hint.split()).casefold()
+    named = {text: i for i, text in reversed(list(enumerate(texts))) if text and text in wanted}
+    if named:
+        longest = max(named, key=len)
+        return titles[named[longest]] if all(t in longest for t in named) else None
+    head = _TITLE_PARTS.split(wanted, maxsplit=1)[0].strip()
+    if len(head) < 8:
+        return None
+    starting = {i for i, text in enumerate(texts) if text.startswith(head)}
+    return titles[starting.pop()] if len(starting) == 1 else None
 
 
 # --- price ---------------------------------------------------------------------------------
@@ -223,16 +264,46 @@ def _read_prices(
             if old is not None and old > 0:
                 out.old_prices.add(old)
             continue
-        price, currency = _shown_price(node)
+        price, text = _shown_price(node)
         if price is None or price <= 0:
             continue
         out.shown_prices.add(price)
         if out.price is None:
-            out.price, out.currency = price, currency
+            out.price, out.currency = price, currency_in_text(text)
+            out.symbol = shared_symbol(text)
         else:
             after += 1
+            if after <= _SALE_AFTER and price < out.price and _SALE.search(marks):
+                _sale(out, price, text)
             if after >= _BUY_BOX_PRICES:
                 break
+
+
+def _sale(out: Visible, price: Decimal, text: str) -> None:
+    """A lower buy-box price marked as the sale one ("€59.99 <span class=price--sale>€49.99
+    </span>"): the price, the first one the regular. It must carry a currency: "29" beside
+    "%" is a discount rate."""
+    currency, symbol = currency_in_text(text), shared_symbol(text)
+    if currency or symbol:
+        if out.price is not None:
+            out.old_prices.add(out.price)
+        out.price = price
+        out.currency, out.symbol = currency or out.currency, symbol or out.symbol
+
+
+def _unmarked_price(title: LexborNode, out: Visible) -> None:
+    shown = unmarked_amount(title, _not_shown_price)
+    price = parse_price(shown) if shown else None
+    if shown and price is not None:
+        out.price, out.currency, out.price_marked = price, currency_in_text(shown), False
+        out.symbol = shared_symbol(shown)
+        out.shown_prices.add(price)
+
+
+def _not_shown_price(node: LexborNode) -> bool:
+    """An element whose text is no current price: struck, old, or not shown at all."""
+    marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
+    return node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _OLD.search(marks) is not None
 
 
 def _content(node: LexborNode) -> str | None:
@@ -240,13 +311,18 @@ def _content(node: LexborNode) -> str | None:
     return content if content and parse_price(content) is not None else None
 
 
-def _shown_price(node: LexborNode) -> tuple[Decimal | None, str | None]:
-    """The price an element shows, its struck and old parts left out."""
+def _shown_price(node: LexborNode) -> tuple[Decimal | None, str]:
+    """The price an element shows, its struck and old parts left out, and its text."""
     content = _content(node)
     text = _PERCENT.sub(" ", _own_text(node))
     if content is not None:
-        return parse_price(content), currency_in_text(text)
-    return parse_price(text), currency_in_text(text)
+        return parse_price(content), text
+    now = _NOW.search(text) if len(text) < 80 else None
+    if now is not None:  # "Was €59.99 Now €49.99": the price after "now" is paid
+        after = parse_price(text[now.end() :])
+        if after is not None and after > 0:
+            return after, text
+    return parse_price(text), text
 
 
 def _own_text(node: LexborNode) -> str:
@@ -314,7 +390,11 @@ def buy_controls(tree: LexborHTMLParser) -> list[LexborNode]:
     if marked:
         return list(marked.values())
     worded = []
+    seen: set[int] = set()
     for node in tree.css(_BUTTONS)[:_MAX_BUTTONS]:
+        if node.mem_id in seen:
+            continue  # one element can match two of the selectors ("buyBtn": buy and btn)
+        seen.add(node.mem_id)
         words = node.attributes.get("value") if node.tag == "input" else None
         words = words or node.text(deep=True, separator=" ") or ""
         if len(words) < 60 and _BUY_WORDS.search(words):
@@ -353,10 +433,9 @@ def _stock(tree: LexborHTMLParser, memo: dict[int, bool]) -> Availability | None
             continue  # a shop's stock for pickup says nothing about buying online
         if _hidden(node) or in_tile_container(node, memo):
             continue
-        if _SOLD_OUT.search(text):
-            said.add("out_of_stock")
-        elif _IN_STOCK.search(text):
-            said.add("in_stock")
+        state = shown_state(text)
+        if state is not None:
+            said.add(state)
     return said.pop() if len(said) == 1 else None
 
 
@@ -380,4 +459,4 @@ def _sold_out(node: LexborNode) -> bool:
     """A buy control that says sold out. Not merely disabled: shops disable the button until
     a size is chosen."""
     words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
-    return len(words) < 60 and _SOLD_OUT.search(words) is not None
+    return len(words) < 60 and SOLD_OUT_WORDS.search(words) is not None

@@ -5,12 +5,16 @@ from decimal import Decimal
 import pytest
 
 from services.parser.prices import (
+    currency_of_shop,
     format_price,
+    in_whole_units,
     lowest,
     normalize_currency,
     offer_quotes,
     parse_price,
     price_and_currency,
+    shared_symbol,
+    shows_money,
 )
 
 
@@ -33,6 +37,19 @@ from services.parser.prices import (
         ("0.125", "0.125", None),
         ("19.990", "19.99", None),
         ("From $19.99 - $29.99", "19.99", None),
+        ("CHF 1'234.50", "1234.50", "CHF"),
+        ("1.234,50 €", "1234.50", "EUR"),
+        ("1 234,50", "1234.50", None),
+        ("R$ 1.234,56", "1234.56", "BRL"),
+        ("1 234,50 zł", "1234.50", "PLN"),
+        ("199,99 lei", "199.99", "RON"),  # letters as a symbol: whole words only
+        ("12 990 Ft", "12990.00", "HUF"),
+        ("1.299,90 TL", "1299.90", "TRY"),
+        ("Fr. 12.50", "12.50", "CHF"),
+        ("RM 12.90", "12.90", "MYR"),
+        ("Rp 150.000", "150000.00", "IDR"),
+        ("NT$ 2,320", "2320.00", "TWD"),
+        ("Soft 12", "12.00", None),
     ],
 )
 def test_localized_prices(text: str, price: str, currency: str | None) -> None:
@@ -57,6 +74,10 @@ def test_currency_codes_and_symbols() -> None:
     assert normalize_currency("€") == "EUR"
     assert normalize_currency("$") is None  # ambiguous: the rule wants an unambiguous symbol
     assert normalize_currency("US$") == "USD"
+    assert normalize_currency("RUR") == "RUB"  # retired codes shops still send
+    assert normalize_currency("BYR") == "BYN"
+    assert normalize_currency("lei") == "RON"  # a word symbol, not the code "LEI"
+    assert normalize_currency("Ft") == "HUF"
     assert normalize_currency(None) is None
 
 
@@ -75,3 +96,40 @@ def test_offers_lowest_and_specifications() -> None:
         {"@type": "Offer", "price": 1, "priceCurrency": "points"},
     ]
     assert lowest(offer_quotes(offers, {})) == (Decimal("15"), "EUR")
+
+
+def test_shared_symbols_take_the_shop_country_currency() -> None:
+    assert shared_symbol("$ 24.990") == "$"
+    assert shared_symbol("1 299 kr") == "kr"
+    assert shared_symbol("US$ 5") == "$"  # currency_in_text names USD first; see crosscheck
+    assert shared_symbol("12,50 €") is None
+    assert currency_of_shop("$", "www.tienda.example.com.ar") == "ARS"
+    assert currency_of_shop("kr", "shop.example.dk") == "DKK"
+    assert currency_of_shop("元", "www.example.com.tw") == "TWD"
+    assert currency_of_shop("$", "shop.example.com") is None  # .com says no country
+
+
+def test_dot_grouped_amounts_of_whole_unit_currencies() -> None:
+    assert in_whole_units("24.990", Decimal("24.990"), "CLP") == Decimal("24990")
+    assert in_whole_units("1.299.000", Decimal("1299000"), "COP") == Decimal("1299000")
+    assert in_whole_units("24.990", Decimal("24.990"), "EUR") == Decimal("24.990")  # has cents
+    assert in_whole_units("24.5", Decimal("24.5"), "JPY") == Decimal("24.5")  # not grouped
+    assert in_whole_units(24.99, Decimal("24.99"), "CLP") == Decimal("24.99")  # a number
+
+
+@pytest.mark.parametrize(
+    ("text", "money"),
+    [
+        ("$24.990", True),
+        ("Rs 23,450", True),
+        ("Preis: 12,90 €", True),  # a short label before it
+        ("¥1,580 (税込)", True),  # a short note after it
+        ("R 2,400", True),
+        ("2320", False),  # an amount alone: its currency may sit in the next element
+        ("EOS R5", False),  # a letter symbol inside a model name is no price
+        ("Compatible with EOS R 6", False),
+        ("Free shipping over $50", False),
+    ],
+)
+def test_a_text_that_is_an_amount_with_its_currency(text: str, money: bool) -> None:
+    assert shows_money(text) is money

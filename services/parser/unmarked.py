@@ -1,0 +1,109 @@
+"""A price shown without price markup: the amount near a product page's title.
+
+Shops on older templates style the price inline (``<span style="font:bold 27px">2320</span>
+<span>元</span>``, table cells): no class or id says "price", so the visible reader's
+price-marked elements miss it. The amount is then the first text after the title (200 nodes
+at most) that is an amount with its currency, in its own text or with the currency in the
+text beside it; failing that, the same in the few siblings just before the title (classified
+ads print the price above it). Struck and old amounts are left out (the caller says which
+elements those are), and so are percentages, shipping fees, unit prices and savings.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from itertools import islice
+
+from selectolax.lexbor import LexborNode
+
+from services.parser.prices import is_currency, parse_price, shows_money
+
+_NEAR_TITLE = 200  # nodes read after the title, and before it
+_SIBLINGS_BEFORE = 4  # siblings before the title read (text nodes count)
+_MAX_TEXT = 40  # a longer text is a sentence, not a price
+_NOT_A_PRICE_WORDS = re.compile(
+    r"shipping|delivery|versand|livraison|env[íi]o|frete|spedizione|доставк|運費|运费|送料"
+    r"|\bover\b|\bab\b|\bfrom\b|save|spare|économ|ahorr|/\s*(?:kg|g|l|ml|m|st|pc)\b",
+    re.I,
+)
+
+
+def unmarked_amount(title: LexborNode, skip: Callable[[LexborNode], bool]) -> str | None:
+    """The shown text of the price near ``title`` ("2320 元", "Rs 23,450"), or None.
+    ``skip`` names the elements whose text is no current price (struck, old, unshown)."""
+    for nodes in (_following(title, _NEAR_TITLE), _preceding(title)):
+        shown = _first_amount(_pieces(nodes, skip))
+        if shown is not None:
+            return shown
+    return None
+
+
+def _pieces(nodes: Iterator[LexborNode], skip: Callable[[LexborNode], bool]) -> list[str]:
+    """The shown texts of ``nodes`` (in document order), skipped elements left out."""
+    pieces: list[str] = []
+    skipped: set[int] = set()
+    for node in nodes:
+        parent = node.parent
+        if parent is not None and parent.mem_id in skipped:
+            skipped.add(node.mem_id)
+        elif node.tag == "-text":
+            text = (node.text_content or "").strip()
+            if text:
+                pieces.append(text)
+        elif node.tag == "h1":
+            break  # another product's title
+        elif skip(node):
+            skipped.add(node.mem_id)
+    return pieces
+
+
+def _first_amount(pieces: list[str]) -> str | None:
+    for i, text in enumerate(pieces):
+        if len(text) > _MAX_TEXT or not any(c.isdigit() for c in text) or "%" in text:
+            continue
+        if _NOT_A_PRICE_WORDS.search(text) or (i and _NOT_A_PRICE_WORDS.search(pieces[i - 1])):
+            continue  # a shipping fee, a unit price, a saving
+        shown = text if shows_money(text) else None
+        if shown is None and i + 1 < len(pieces) and is_currency(pieces[i + 1]):
+            shown = f"{text} {pieces[i + 1]}"
+        if shown is None and i > 0 and is_currency(pieces[i - 1]):
+            shown = f"{pieces[i - 1]} {text}"
+        price = parse_price(shown) if shown else None
+        if shown and price is not None and price > 0:
+            return shown
+    return None
+
+
+def _preceding(node: LexborNode) -> Iterator[LexborNode]:
+    """The subtrees of the few siblings just before ``node``, in document order, at most
+    ``_NEAR_TITLE`` nodes (a mega menu before the title is cut short)."""
+    chunks: list[list[LexborNode]] = []
+    budget = _NEAR_TITLE
+    sibling = node.prev
+    while sibling is not None and len(chunks) < _SIBLINGS_BEFORE and budget > 0:
+        chunk = list(islice(sibling.traverse(include_text=True), budget))
+        budget -= len(chunk)
+        chunks.append(chunk)
+        sibling = sibling.prev
+    for chunk in reversed(chunks):
+        yield from chunk
+
+
+def _following(node: LexborNode, limit: int) -> Iterator[LexborNode]:
+    """The nodes after ``node`` (not inside it) in document order, at most ``limit``."""
+    count = 0
+    current: LexborNode | None = node
+    while current is not None:
+        after = current.next
+        while after is None:
+            current = current.parent
+            if current is None:
+                return
+            after = current.next
+        current = after
+        for sub in after.traverse(include_text=True):
+            yield sub
+            count += 1
+            if count >= limit:
+                return

@@ -1,0 +1,56 @@
+"""Availability values and shown words → states (``services.parser.availability``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.parser.availability import normalize_availability, shown_state
+
+
+@pytest.mark.parametrize(
+    ("value", "state"),
+    [
+        ("http://schema.org/InStock", "in_stock"),
+        ("https://schema.org/InStock ", "in_stock"),
+        ("schema:OutOfStock", "out_of_stock"),
+        ("instock", "in_stock"),
+        ("In Stock", "in_stock"),
+        ("http://schema.org/ItemAvailability/PreOrder", "preorder"),
+        ("BackOrder", "backorder"),
+        ("LimitedAvailability", "limited"),
+        ("MadeToOrder", "backorder"),
+        ("Reserved", "out_of_stock"),
+        ("oos", "out_of_stock"),  # feed words
+        ("available for order", "backorder"),
+        ("Status: Sold", "out_of_stock"),  # classified ads
+        ("NOT SOLD", "in_stock"),
+        ("Derzeit nicht lieferbar", "out_of_stock"),  # shown words as a structured value
+        ("Pre-order now", "preorder"),
+        ("Only 3 left in stock", "in_stock"),
+        ("Call us", "unknown"),
+    ],
+)
+def test_structured_values(value: str, state: str) -> None:
+    assert normalize_availability(value) == state
+
+
+@pytest.mark.parametrize(
+    ("words", "state"),
+    [
+        ("Nincs raktáron", "out_of_stock"),  # a negation holds the in-stock words
+        ("Raktáron", "in_stock"),
+        ("Nije na stanju", "out_of_stock"),
+        ("Nu este în stoc", "out_of_stock"),
+        ("În stoc", "in_stock"),
+        ("Inte i lager", "out_of_stock"),
+        ("I lager", "in_stock"),
+        ("Não disponível", "out_of_stock"),
+        ("Disponível", "in_stock"),
+        ("ไม่มีสินค้า", "out_of_stock"),
+        ("Εκτός αποθέματος", "out_of_stock"),
+        ("Back-order: ships in 3 weeks", "backorder"),
+        ("Free delivery", None),
+    ],
+)
+def test_shown_words(words: str, state: str | None) -> None:
+    assert shown_state(words) == state

@@ -1,0 +1,45 @@
+"""Codes shown beside their labels (``services.parser.identifiers.labelled_codes``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.parser.identifiers import is_item_url, labelled_codes
+
+
+@pytest.mark.parametrize(
+    ("html", "sku", "mpn", "gtin"),
+    [
+        ("<span>Art.-Nr.: 123456</span>", "123456", None, None),
+        ("<p>Item #: 44-5512</p>", "44-5512", None, None),
+        ("<dt>Product code</dt><dd>AB-12</dd>", "AB-12", None, None),
+        ("<p>Lot number: L-20214</p>", "L-20214", None, None),
+        ("<p>Cod produs: ESP-15</p>", "ESP-15", None, None),
+        ("<p>Cikkszám: PLC-80-T</p>", "PLC-80-T", None, None),
+        ("<p>商品番号：123456</p>", "123456", None, None),  # a full-width colon
+        ("<p>Model: WX-200</p>", None, "WX-200", None),
+        ("<p>Mfr. Part #: MP-77</p>", None, "MP-77", None),
+        ("<p>Item model number: B0-12</p>", None, "B0-12", None),
+        ("<p>Hersteller-Nr.: HX-9</p>", None, "HX-9", None),
+        ("<p>型番：ABC-1</p>", None, "ABC-1", None),
+        ("<p>EAN: 4006381333931</p>", None, None, "4006381333931"),
+    ],
+)
+def test_labelled_codes(html: str, sku: str | None, mpn: str | None, gtin: str | None) -> None:
+    codes = labelled_codes(f"<body><h1>Title</h1>{html}</body>")
+    assert (codes.skus[0] if codes.skus else None, codes.mpn, codes.gtin) == (sku, mpn, gtin)
+
+
+@pytest.mark.parametrize(
+    ("url", "item"),
+    [
+        ("https://www.ebay.it/itm/133588510845", True),
+        ("https://www.amazon.de/dp/B08N5WRWNW/ref=x", True),
+        ("https://classifieds.example.pk/item/bike-iid-1021493409", True),
+        ("https://auction.example.com/lot/552211/brass-compass", True),
+        ("https://shop.example.com/shoes-c-123456", False),  # a category's trailing id
+        ("https://shop.example.com/products/widget", False),
+    ],
+)
+def test_marketplace_item_urls(url: str, item: bool) -> None:
+    assert is_item_url(url) is item
