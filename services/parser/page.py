@@ -25,7 +25,7 @@ from schemas.messages import Link, Product
 from schemas.source import Source
 from services.parser.availability import normalize_availability
 from services.parser.crosscheck import Checked, crosscheck
-from services.parser.decode import decode_html
+from services.parser.decode import decode_html_utf8
 from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
@@ -129,11 +129,15 @@ def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str]
     mime = (content_type or "").split(";", 1)[0].strip().lower()
     if mime.startswith(_NOT_HTML):
         return None
-    text = decode_html(bytes(body[:MAX_BODY]), content_type).replace("\x00", "")
+    raw = bytes(body[:MAX_BODY])
+    text, exact = decode_html_utf8(raw, content_type)
+    if "\x00" in text:
+        text, exact = text.replace("\x00", ""), False
     if len(text) > NESTING_CHECK_FROM and _too_deep(text):
         log.info("page nested too deep; not parsed", extra={"action": "parse_too_deep"})
         return None
-    return LexborHTMLParser(text), text
+    # lexbor parses UTF-8: bytes that are the text's UTF-8 already spare encoding it again.
+    return LexborHTMLParser(raw if exact else text), text
 
 
 # lexbor builds deeply nested trees in quadratic time (100k nested divs: ~100 s). Real pages
