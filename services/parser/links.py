@@ -527,8 +527,10 @@ def _element_url(element: Any, index: dict) -> tuple[str | None, set[str]]:
 def _json_next_urls(tree: LexborHTMLParser) -> list[str]:
     out: list[str] = []
     for node in _css(tree, "script:not([src])"):
+        if "ld+json" in (node.attributes.get("type") or ""):
+            continue  # read before the text: a script's text is the costly part
         text = node.text(deep=True) or ""
-        if "ext" not in text or "ld+json" in (node.attributes.get("type") or ""):
+        if "ext" not in text:
             continue
         for m in _JSON_NEXT.finditer(text):
             out.append(m.group(1).replace("\\/", "/").replace("\\u002F", "/"))
