@@ -27,6 +27,7 @@ DEFAULT_PORTS = {"http": "80", "https": "443"}
 _SAFE_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
 _SAFE_QUERY_PART = re.compile(r"[A-Za-z0-9._~/:,-]*")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+_CONTROL_OR_SPACE = re.compile(r"[\x00- ]").search  # a character at or below U+0020
 
 
 @lru_cache(maxsize=65536)
@@ -126,7 +127,7 @@ def _fast_canonical(url: str) -> str | None:
         return None
     if colon and port != DEFAULT_PORTS.get(scheme):
         host = f"{host}:{int(port)}"
-    if any(ord(c) <= 32 for c in host):
+    if _CONTROL_OR_SPACE(host):
         return None
     path = "/" + path if slash else "/"
     if not _SAFE_PATH.fullmatch(path):
