@@ -169,8 +169,10 @@ def extract_links(
     forest: Forest,
     html: str | None = None,
     heads: list[LexborNode] | None = None,
+    scripts: list[LexborNode] | None = None,
 ) -> list[Link]:
-    """``heads``: the page's ``link[rel][href]`` when the caller has them."""
+    """``heads``: the page's ``link[rel][href]``, ``scripts``: its ``<script>`` elements,
+    when the caller has them."""
     current = canonicalize(page_url) or page_url
     site = site_base(base_url)
     here = _listing_key(current)
@@ -278,7 +280,7 @@ def extract_links(
                 value = attrs.get(name)
                 if value and ("/" in value or "?" in value):
                     add(value, "rel", node)
-    for url in _json_next_urls(tree):
+    for url in _json_next_urls(tree, scripts):
         add(url, "rel")
     for url, is_product in _itemlist_urls(forest) if forest.has_lists else ():
         add(url, "jsonld" if is_product else None)
@@ -538,10 +540,11 @@ def _element_url(element: Any, index: dict) -> tuple[str | None, set[str]]:
     return None, kinds
 
 
-def _json_next_urls(tree: LexborHTMLParser) -> list[str]:
+def _json_next_urls(tree: LexborHTMLParser, scripts: list[LexborNode] | None) -> list[str]:
     out: list[str] = []
-    for node in _css(tree, "script:not([src])"):
-        if "ld+json" in (node.attributes.get("type") or ""):
+    for node in _css(tree, "script") if scripts is None else scripts:
+        attrs = node.attributes
+        if "src" in attrs or "ld+json" in (attrs.get("type") or ""):
             continue  # read before the text: a script's text is the costly part
         text = node.text(deep=True) or ""
         if "ext" not in text:

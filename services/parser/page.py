@@ -76,17 +76,20 @@ def parse_page(
     if decoded is None:
         return PageParse(product=None, links=[])
     tree, text = decoded
-    base = _guard("base", url, lambda: _base_url(tree, url)) or url
-    forest = _guard("jsonld", url, lambda: extract_jsonld(tree)) or Forest()
-    # <link rel href>: the canonical URL and rel=next/prev; one walk of the tree for both.
-    heads = _guard("links", url, lambda: tree.css("link[rel][href]")) or []
+    # <base href> and <link rel href> (the canonical URL, rel=next/prev): one walk for all.
+    heads = _guard("links", url, lambda: tree.css("base[href], link[rel][href]")) or []
+    base = _guard("base", url, lambda: _base_url(heads, url)) or url
+    heads = [node for node in heads if node.tag == "link"]
+    # Every <script> in one walk, for the JSON-LD reader and the load-more scan alike.
+    scripts = _guard("scripts", url, lambda: tree.css("script"))
+    forest = _guard("jsonld", url, lambda: extract_jsonld(tree, scripts)) or Forest()
     found = _guard(
         "product", url, lambda: _product(tree, text, url, base, forest, source, kind, heads)
     )
     product, variants = found if found is not None else (None, [])
     rules = _guard("rules", url, lambda: Rules.build(source, url))
     links = (
-        _guard("links", url, lambda: _links(tree, text, url, base, rules, forest, heads))
+        _guard("links", url, lambda: _links(tree, text, url, base, rules, forest, heads, scripts))
         if rules
         else None
     )
@@ -101,9 +104,17 @@ def _links(
     rules: Rules,
     forest: Forest,
     heads: list[LexborNode],
+    scripts: list[LexborNode] | None,
 ) -> list[Link]:
     return extract_links(
-        tree, page_url=url, base_url=base, rules=rules, forest=forest, html=text, heads=heads
+        tree,
+        page_url=url,
+        base_url=base,
+        rules=rules,
+        forest=forest,
+        html=text,
+        heads=heads,
+        scripts=scripts,
     )
 
 
@@ -174,8 +185,10 @@ def _deeper(tags: re.Pattern[str], text: str) -> bool:
     return False
 
 
-def _base_url(tree: LexborHTMLParser, url: str) -> str:
-    node = tree.css_first("base[href]")
+def _base_url(heads: list[LexborNode], url: str) -> str:
+    """The first ``<base href>`` of ``heads`` (the page's ``base[href]`` and
+    ``link[rel][href]``) resolved, else ``url``."""
+    node = next((node for node in heads if node.tag == "base"), None)
     href = node.attributes.get("href") if node is not None else None
     return (canonicalize(href, url) if href else None) or url
 
