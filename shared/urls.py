@@ -140,10 +140,11 @@ def _fast_canonical(url: str) -> str | None:
         if not part:
             continue
         key, _, value = part.partition("=")
+        if is_tracking_param(key):
+            continue  # dropped whatever its spelling: w3lib's escaping keeps a utm_ key utm_
         if not _SAFE_QUERY_PART.fullmatch(key) or not _SAFE_QUERY_PART.fullmatch(value):
             return None
-        if not is_tracking_param(key):
-            kept.append(part)
+        kept.append(part)
     return out + "?" + "&".join(kept) if kept else out
 
 
