@@ -328,14 +328,17 @@ def _cards_by_their_actions(
             climbed.add(parent.mem_id)
             others: dict[str, list[int]] = {}
             for link in parent.css("a[href]"):
-                raw = link.attributes.get("href") or ""
+                link_attrs = link.attributes
+                raw = link_attrs.get("href") or ""
                 if link.mem_id == node.mem_id or _is_action(raw):
                     continue
-                if _is_action_class(link.attributes.get("class")):
+                if _is_action_class(link_attrs.get("class")):
                     continue
                 url = canonicalize(raw, site if raw.startswith(_SITE_WIDE) else base_url)
                 if url is not None:
                     others.setdefault(url, []).append(link.mem_id)
+                    if len(others) > 1:
+                        break  # a second URL: the grid, not a card; the rest cannot change it
             if len(others) == 1:
                 out.update(next(iter(others.values())))
                 break
