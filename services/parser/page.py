@@ -172,7 +172,8 @@ def _too_deep(text: str) -> bool:
 
 
 def _deeper(tags: re.Pattern[str], text: str) -> bool:
-    """Whether the tags ``tags`` finds nest deeper than ``MAX_NESTING`` ("/" closes one)."""
+    """Whether the tags that ``tags`` matches nest deeper than ``MAX_NESTING`` (a match that
+    captured "/" closes one)."""
     depth = 0
     for closing in tags.findall(text):
         if closing:
