@@ -27,6 +27,7 @@ DEFAULT_PORTS = {"http": "80", "https": "443"}
 _SAFE_PATH = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=:@/-]*")
 _SAFE_QUERY_PART = re.compile(r"[A-Za-z0-9._~/:,-]*")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+_CONTROL_OR_SPACE = re.compile(r"[\x00- ]").search  # a character at or below U+0020
 
 
 @lru_cache(maxsize=65536)
@@ -126,7 +127,7 @@ def _fast_canonical(url: str) -> str | None:
         return None
     if colon and port != DEFAULT_PORTS.get(scheme):
         host = f"{host}:{int(port)}"
-    if any(ord(c) <= 32 for c in host):
+    if _CONTROL_OR_SPACE(host):
         return None
     path = "/" + path if slash else "/"
     if not _SAFE_PATH.fullmatch(path):
@@ -139,10 +140,11 @@ def _fast_canonical(url: str) -> str | None:
         if not part:
             continue
         key, _, value = part.partition("=")
+        if is_tracking_param(key):
+            continue  # dropped whatever its spelling: w3lib's escaping keeps a utm_ key utm_
         if not _SAFE_QUERY_PART.fullmatch(key) or not _SAFE_QUERY_PART.fullmatch(value):
             return None
-        if not is_tracking_param(key):
-            kept.append(part)
+        kept.append(part)
     return out + "?" + "&".join(kept) if kept else out
 
 

@@ -76,15 +76,23 @@ def sniff_meta_charset(body: bytes) -> str | None:
 
 def decode_html(body: bytes, content_type: str | None = None) -> str:
     """Decode an HTML payload; never raises."""
+    return decode_html_utf8(body, content_type)[0]
+
+
+def decode_html_utf8(body: bytes, content_type: str | None = None) -> tuple[str, bool]:
+    """``decode_html``, and whether the text is ``body`` read as strict UTF-8 (no BOM, no
+    replaced byte): then ``body`` is the text's UTF-8 encoding, and a parser that wants
+    UTF-8 can take it as it is instead of encoding the text again."""
     if not body:
-        return ""
+        return "", False
     for bom, codec in _BOMS:
         if body.startswith(bom):
-            return body[len(bom) :].decode(codec, "replace")
+            return body[len(bom) :].decode(codec, "replace"), False
     if body.isascii():
-        return body.decode("ascii")
+        return body.decode("ascii"), True
     declared = charset_from_content_type(content_type) or sniff_meta_charset(body)
     utf8 = _strict(body, "utf-8")
+    exact = utf8 is not None
     if utf8 is None:
         # UTF-8 with a few broken bytes (a truncated copy, one bad include) is still UTF-8:
         # replacing those bytes beats reading every other character as windows-1252.
@@ -92,14 +100,14 @@ def decode_html(body: bytes, content_type: str | None = None) -> str:
     if declared and declared != "utf-8":
         # Valid UTF-8 with non-ASCII sequences: the declaration is wrong (mojibake otherwise).
         if utf8 is not None:
-            return utf8
+            return utf8, exact
         text = _strict(body, declared)
         if text is not None:
-            return _fix_yen(text, declared)
+            return _fix_yen(text, declared), False
     elif utf8 is not None:
-        return utf8
+        return utf8, exact
     codec = _detect(body) or declared or "cp1252"
-    return _fix_yen(body.decode(codec, "replace"), codec)
+    return _fix_yen(body.decode(codec, "replace"), codec), False
 
 
 _UTF8_SEQUENCE = re.compile(

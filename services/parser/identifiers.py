@@ -132,7 +132,8 @@ def _marked(text: str, start: int) -> str | None:
 
 
 def shows_code(html: str, code: str) -> bool:
-    """The page shows ``code`` as text of its own (``>code<``, ``: code<``), past its head."""
+    """The page shows ``code`` as text of its own (``>code<``, ``: code<``) or after a sku
+    label in its text run (``>SKU code<``), past its head."""
     start = max(0, html.find("<body"))
     for _ in range(_MAX_LOOKS):
         at = html.find(code, start)
@@ -140,10 +141,22 @@ def shows_code(html: str, code: str) -> bool:
             return False
         before = html[max(0, at - 3) : at].rstrip()
         after = html[at + len(code) : at + len(code) + 3].lstrip()
-        if before[-1:] in (">", ":", "#") and after[:1] == "<":
+        if after[:1] == "<" and (before[-1:] in (">", ":", "#") or _labelled(html, at, code)):
             return True
         start = at + len(code)
     return False
+
+
+def _labelled(html: str, at: int, code: str) -> bool:
+    """The text run that ends with ``code`` (at ``at``) is a sku label and that code."""
+    run = html.rfind(">", max(0, at - _LABEL_RUN), at)
+    match = _LABELLED.match(html, run) if run >= 0 else None
+    if match is None or match.group("sku") is None or match.start("code") != at:
+        return False
+    return _clean(match.group("code")) == code
+
+
+_LABEL_RUN = 80  # characters before a code looked at for its label
 
 
 def _clean(raw: str) -> str | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from selectolax.lexbor import LexborHTMLParser
+from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 SELECTOR = 'script[type*="ld+json" i]'
 MAX_DEPTH = 64
@@ -42,9 +42,12 @@ class Forest:
         return self.blocks > 0 and self.broken == self.blocks
 
 
-def extract(tree: LexborHTMLParser) -> Forest:
+def extract(tree: LexborHTMLParser, scripts: list[LexborNode] | None = None) -> Forest:
+    """The page's JSON-LD forest; ``scripts``: the page's ``<script>`` elements when the
+    caller has them (one walk of the tree for every reader of scripts)."""
     forest = Forest()
-    for node in tree.css(SELECTOR):
+    blocks = tree.css(SELECTOR) if scripts is None else [n for n in scripts if _is_jsonld(n)]
+    for node in blocks:
         forest.blocks += 1
         text = node.text(deep=True) or ""
         if "ItemList" in text or "OfferCatalog" in text:
@@ -58,6 +61,11 @@ def extract(tree: LexborHTMLParser) -> Forest:
     for root in forest.roots:
         _index(root, forest.index, 0)
     return forest
+
+
+def _is_jsonld(script: LexborNode) -> bool:
+    """``SELECTOR``'s test on a ``<script>`` element."""
+    return "ld+json" in (script.attributes.get("type") or "").lower()
 
 
 def _add_root(forest: Forest, item: Any) -> None:

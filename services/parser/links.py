@@ -169,8 +169,10 @@ def extract_links(
     forest: Forest,
     html: str | None = None,
     heads: list[LexborNode] | None = None,
+    scripts: list[LexborNode] | None = None,
 ) -> list[Link]:
-    """``heads``: the page's ``link[rel][href]`` when the caller has them."""
+    """``heads``: the page's ``link[rel][href]``, ``scripts``: its ``<script>`` elements,
+    when the caller has them."""
     current = canonicalize(page_url) or page_url
     site = site_base(base_url)
     here = _listing_key(current)
@@ -181,7 +183,9 @@ def extract_links(
         hints[node.mem_id] = "card"
     anchors = _css(tree, "a[href], area[href]")[:MAX_ANCHORS]  # a hostile page has a million
     attributes = [node.attributes for node in anchors]
-    for mem_id in _cards_by_their_actions(anchors, attributes, base_url, hints):
+    # What each link's class says (card, action), read once for both passes.
+    marks = [_class_marks(attrs.get("class")) for attrs in attributes]
+    for mem_id in _cards_by_their_actions(anchors, attributes, marks, base_url, hints):
         hints.setdefault(mem_id, "card")
     rule_hits = {
         kind: _selected(tree, rule.css)
@@ -223,7 +227,7 @@ def extract_links(
     plain = pager is not None and rules.product is None
     boxed = pager.boxed if pager is not None else set()
     allowed, deny = rules.allowed, rules.deny
-    for node, attrs in zip(anchors, attributes, strict=True):
+    for node, attrs, mark in zip(anchors, attributes, marks, strict=True):
         raw = attrs.get("href")
         if not raw:
             continue
@@ -231,7 +235,7 @@ def extract_links(
         if rel and not _REL_PAGINATION.isdisjoint(rel.lower().split()):
             add(raw, "rel", node, attrs)
             continue
-        if _is_action_class(attrs.get("class")):
+        if mark & _MARK_ACTION:
             add(raw, "action", node, attrs)
             continue
         mem_id = node.mem_id
@@ -276,7 +280,7 @@ def extract_links(
                 value = attrs.get(name)
                 if value and ("/" in value or "?" in value):
                     add(value, "rel", node)
-    for url in _json_next_urls(tree):
+    for url in _json_next_urls(tree, scripts):
         add(url, "rel")
     for url, is_product in _itemlist_urls(forest) if forest.has_lists else ():
         add(url, "jsonld" if is_product else None)
@@ -294,6 +298,7 @@ MAX_ACTIONS = 200  # action links looked at for cards: a listing's first 50–10
 def _cards_by_their_actions(
     anchors: list[LexborNode],
     attributes: list[dict[str, str | None]],
+    marks: list[int],
     base_url: str,
     hints: dict[int, str],
 ) -> set[int]:
@@ -307,12 +312,11 @@ def _cards_by_their_actions(
     climbed: set[int] = set()
     actions = 0
     site = site_base(base_url)
-    for node, attrs in zip(anchors, attributes, strict=True):
-        classes = attrs.get("class")
-        if _is_card_class(classes) and node.tag == "a":
+    for node, attrs, mark in zip(anchors, attributes, marks, strict=True):
+        if mark & _MARK_CARD and node.tag == "a":
             hints[node.mem_id] = "card"  # a link whose own class says card
             continue
-        if not (_is_action(attrs.get("href")) or _is_action_class(classes)):
+        if not (mark & _MARK_ACTION or _is_action(attrs.get("href"))):
             continue
         if node.mem_id in hints or actions >= MAX_ACTIONS:
             continue  # past the cap, the loop still marks the links whose class says card
@@ -324,14 +328,17 @@ def _cards_by_their_actions(
             climbed.add(parent.mem_id)
             others: dict[str, list[int]] = {}
             for link in parent.css("a[href]"):
-                raw = link.attributes.get("href") or ""
+                link_attrs = link.attributes
+                raw = link_attrs.get("href") or ""
                 if link.mem_id == node.mem_id or _is_action(raw):
                     continue
-                if _is_action_class(link.attributes.get("class")):
+                if _is_action_class(link_attrs.get("class")):
                     continue
                 url = canonicalize(raw, site if raw.startswith(_SITE_WIDE) else base_url)
                 if url is not None:
                     others.setdefault(url, []).append(link.mem_id)
+                    if len(others) > 1:
+                        break  # a second URL: the grid, not a card; the rest cannot change it
             if len(others) == 1:
                 out.update(next(iter(others.values())))
                 break
@@ -360,7 +367,19 @@ def site_base(base: str) -> str:
     return f"{scheme}://{netloc}" if netloc and "@" not in netloc and "\\" not in netloc else base
 
 
+_MARK_CARD, _MARK_ACTION = 1, 2
+
+
 # Hrefs and class lists repeat on every page of a site (navigation, card markup): memoised.
+@lru_cache(maxsize=4096)
+def _class_marks(classes: str | None) -> int:
+    """A link's class as bits: it says card (``_MARK_CARD``), it is an action's
+    (``_MARK_ACTION``)."""
+    return (_MARK_CARD if _is_card_class(classes) else 0) | (
+        _MARK_ACTION if _is_action_class(classes) else 0
+    )
+
+
 @lru_cache(maxsize=65536)
 def _is_action(href: str | None) -> bool:
     return bool(href) and _ACTION.search(href) is not None  # type: ignore[arg-type]
@@ -524,11 +543,14 @@ def _element_url(element: Any, index: dict) -> tuple[str | None, set[str]]:
     return None, kinds
 
 
-def _json_next_urls(tree: LexborHTMLParser) -> list[str]:
+def _json_next_urls(tree: LexborHTMLParser, scripts: list[LexborNode] | None) -> list[str]:
     out: list[str] = []
-    for node in _css(tree, "script:not([src])"):
+    for node in _css(tree, "script") if scripts is None else scripts:
+        attrs = node.attributes
+        if "src" in attrs or "ld+json" in (attrs.get("type") or ""):
+            continue  # read before the text: a script's text is the costly part
         text = node.text(deep=True) or ""
-        if "ext" not in text or "ld+json" in (node.attributes.get("type") or ""):
+        if "ext" not in text:
             continue
         for m in _JSON_NEXT.finditer(text):
             out.append(m.group(1).replace("\\/", "/").replace("\\u002F", "/"))

@@ -25,7 +25,7 @@ from schemas.messages import Link, Product
 from schemas.source import Source
 from services.parser.availability import normalize_availability
 from services.parser.crosscheck import Checked, crosscheck
-from services.parser.decode import decode_html
+from services.parser.decode import decode_html_utf8
 from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
@@ -77,17 +77,20 @@ def parse_page(
     if decoded is None:
         return PageParse(product=None, links=[])
     tree, text = decoded
-    base = _guard("base", url, lambda: _base_url(tree, url)) or url
-    forest = _guard("jsonld", url, lambda: extract_jsonld(tree)) or Forest()
-    # <link rel href>: the canonical URL and rel=next/prev; one walk of the tree for both.
-    heads = _guard("links", url, lambda: tree.css("link[rel][href]")) or []
+    # <base href> and <link rel href> (the canonical URL, rel=next/prev): one walk for all.
+    heads = _guard("links", url, lambda: tree.css("base[href], link[rel][href]")) or []
+    base = _guard("base", url, lambda: _base_url(heads, url)) or url
+    heads = [node for node in heads if node.tag == "link"]
+    # Every <script> in one walk, for the JSON-LD reader and the load-more scan alike.
+    scripts = _guard("scripts", url, lambda: tree.css("script"))
+    forest = _guard("jsonld", url, lambda: extract_jsonld(tree, scripts)) or Forest()
     found = _guard(
         "product", url, lambda: _product(tree, text, url, base, forest, source, kind, heads)
     )
     product, variants = found if found is not None else (None, [])
     rules = _guard("rules", url, lambda: Rules.build(source, url))
     links = (
-        _guard("links", url, lambda: _links(tree, text, url, base, rules, forest, heads))
+        _guard("links", url, lambda: _links(tree, text, url, base, rules, forest, heads, scripts))
         if rules
         else None
     )
@@ -102,9 +105,17 @@ def _links(
     rules: Rules,
     forest: Forest,
     heads: list[LexborNode],
+    scripts: list[LexborNode] | None,
 ) -> list[Link]:
     return extract_links(
-        tree, page_url=url, base_url=base, rules=rules, forest=forest, html=text, heads=heads
+        tree,
+        page_url=url,
+        base_url=base,
+        rules=rules,
+        forest=forest,
+        html=text,
+        heads=heads,
+        scripts=scripts,
     )
 
 
@@ -130,11 +141,15 @@ def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str]
     mime = (content_type or "").split(";", 1)[0].strip().lower()
     if mime.startswith(_NOT_HTML):
         return None
-    text = decode_html(bytes(body[:MAX_BODY]), content_type).replace("\x00", "")
+    raw = bytes(body[:MAX_BODY])
+    text, exact = decode_html_utf8(raw, content_type)
+    if "\x00" in text:
+        text, exact = text.replace("\x00", ""), False
     if len(text) > NESTING_CHECK_FROM and _too_deep(text):
         log.info("page nested too deep; not parsed", extra={"action": "parse_too_deep"})
         return None
-    return LexborHTMLParser(text), text
+    # lexbor parses UTF-8: bytes that are the text's UTF-8 already spare encoding it again.
+    return LexborHTMLParser(raw if exact else text), text
 
 
 # lexbor builds deeply nested trees in quadratic time (100k nested divs: ~100 s). Real pages
@@ -147,11 +162,21 @@ _VOID = (
 # "<" of an opening tag that nests, "</" of a closing one; void elements are not matched. The
 # scan is one findall and a loop over one-character strings: a million links take 0.3 s.
 _NESTING_TAG = re.compile(rf"<(/?)(?!(?:{_VOID})(?![a-zA-Z0-9]))[a-zA-Z]", re.IGNORECASE)
+# The same scan with void elements counted as opening tags: it tells a tag from a void one
+# only on closing tags (fewer than half), so it costs a third less. Extra openings can only
+# deepen the count, so a page it finds shallow is shallow by the exact count too.
+_NESTING_BOUND = re.compile(rf"<(/(?!(?:{_VOID})(?![a-zA-Z0-9]))|)[a-zA-Z]", re.IGNORECASE)
 
 
 def _too_deep(text: str) -> bool:
+    return _deeper(_NESTING_BOUND, text) and _deeper(_NESTING_TAG, text)
+
+
+def _deeper(tags: re.Pattern[str], text: str) -> bool:
+    """Whether the tags that ``tags`` matches nest deeper than ``MAX_NESTING`` (a match that
+    captured "/" closes one)."""
     depth = 0
-    for closing in _NESTING_TAG.findall(text):
+    for closing in tags.findall(text):
         if closing:
             if depth:
                 depth -= 1
@@ -162,8 +187,10 @@ def _too_deep(text: str) -> bool:
     return False
 
 
-def _base_url(tree: LexborHTMLParser, url: str) -> str:
-    node = tree.css_first("base[href]")
+def _base_url(heads: list[LexborNode], url: str) -> str:
+    """The first ``<base href>`` of ``heads`` (the page's ``base[href]`` and
+    ``link[rel][href]``) resolved, else ``url``."""
+    node = next((node for node in heads if node.tag == "base"), None)
     href = node.attributes.get("href") if node is not None else None
     return (canonicalize(href, url) if href else None) or url
 

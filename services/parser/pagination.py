@@ -438,12 +438,12 @@ class Pager:
         elsewhere than this listing: told by its path alone, without looking at the link."""
         here = self.here
         host, path, mask = place
-        return host != here.host or (
-            path != here.path
-            and mask != here.mask
-            and path not in self.drops
-            and not _may_extend(here.path, path)
-        )
+        if host != here.host:
+            return True
+        if path == here.path or mask == here.mask or path in self.drops:
+            return False
+        # _may_extend's first test, inline: most paths differ in length by too much.
+        return not 1 < len(path) - len(here.path) < 32 or not _may_extend(here.path, path)
 
     def declared(self, node: LexborNode | None) -> bool:
         """Whether a link the page declares as next or previous (``rel``) is one: not when it

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from services.parser.decode import charset_from_content_type, decode_html, normalize_charset
+from services.parser.decode import (
+    charset_from_content_type,
+    decode_html,
+    decode_html_utf8,
+    normalize_charset,
+)
 
 TEXT = "<html><body><h1>Café crème brûlée – “spécial” für Größe</h1></body></html>"
 JA = "<html><body><h1>高品質なコーヒーメーカー</h1><p>毎朝おいしいコーヒーを。</p></body></html>"
@@ -56,3 +61,23 @@ def test_windows_1252_with_a_stray_utf8_sequence_stays_windows_1252() -> None:
     body = TEXT.encode("cp1252") * 3 + "–".encode()
     assert decode_html(body, "text/html; charset=windows-1252").startswith(TEXT)
     assert decode_html(body, "text/html; charset=utf-8").startswith(TEXT)
+
+
+def test_utf8_flag_only_when_the_body_is_the_texts_utf8() -> None:
+    """The parser hands lexbor the body itself when the flag is set: it must then be exactly
+    the text's UTF-8, and every other decoding must say no."""
+    cases = {
+        b"<p>plain ascii</p>": True,
+        TEXT.encode("utf-8"): True,
+        TEXT.encode("utf-8")[:-3] + b"\xff" + b"</html>" + TEXT.encode("utf-8") * 3: False,
+        b"\xef\xbb\xbf" + TEXT.encode("utf-8"): False,  # the BOM is not text
+        TEXT.encode("cp1252"): False,
+        JA.encode("shift_jis"): False,
+        b"": False,
+    }
+    for body, exact in cases.items():
+        text, flag = decode_html_utf8(body)
+        assert flag is exact, body[:40]
+        assert text == decode_html(body)
+        if flag:
+            assert text.encode("utf-8") == body

@@ -14,7 +14,7 @@ HTML = b"""<html><head><title>Kettle</title></head><body>
 
 
 def test_a_failing_extractor_is_logged_and_counted(monkeypatch, caplog) -> None:
-    def broken(tree):
+    def broken(tree, scripts=None):
         raise ValueError("boom")
 
     monkeypatch.setattr(page, "extract_jsonld", broken)

@@ -1,0 +1,40 @@
+"""Product cards known by their markers alone (``data-product-id``, microdata ``ItemList``
+members), whose links have no product URL shape: the card query's less common alternatives,
+which no corpus page exercises."""
+
+from __future__ import annotations
+
+from services.parser.page import parse_page
+
+URL = "https://shop.example/c/lamps"
+
+
+def _kinds(html: str) -> dict[str, str]:
+    parsed = parse_page(html.encode(), URL, content_type="text/html")
+    return {link.url: link.kind for link in parsed.links}
+
+
+def test_cards_marked_by_data_product_id() -> None:
+    cards = "".join(
+        f'<div data-product-id="{i}"><div class="media"><a href="/lamp-{i}">Lamp {i}</a>'
+        "</div></div>"
+        for i in range(3)
+    )
+    kinds = _kinds(f"<html><body><h1>Lamps</h1>{cards}<a href='/about'>About</a></body></html>")
+    assert [kinds[f"https://shop.example/lamp-{i}"] for i in range(3)] == ["product"] * 3
+    assert kinds["https://shop.example/about"] == "page"
+
+
+def test_cards_marked_as_itemlist_members() -> None:
+    items = "".join(
+        '<li itemprop="itemListElement" itemscope itemtype="https://schema.org/Product">'
+        f'<span><a itemprop="url" href="/lamp-{i}">Lamp {i}</a></span></li>'
+        for i in range(3)
+    )
+    html = (
+        '<html><body><ul itemscope itemtype="https://schema.org/ItemList">'
+        f"{items}</ul><a href='/about'>About</a></body></html>"
+    )
+    kinds = _kinds(html)
+    assert [kinds[f"https://shop.example/lamp-{i}"] for i in range(3)] == ["product"] * 3
+    assert kinds["https://shop.example/about"] == "page"
