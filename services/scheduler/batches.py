@@ -31,6 +31,11 @@ class GroupCommit(Generic[T, R]):
         self._worker: asyncio.Task[None] | None = None
         self.batches = 0  # calls of ``apply`` for a group (fallbacks not counted)
 
+    @property
+    def waiting(self) -> int:
+        """Items submitted and not yet taken into a group."""
+        return len(self._queue)
+
     async def submit(self, item: T) -> R:
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._queue.append((item, future))
