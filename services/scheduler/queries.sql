@@ -326,10 +326,14 @@ FROM url_state u JOIN unnest($1::text[], $2::text[]) AS w(source, url)
   ON u.source = w.source AND u.url = w.url
 
 -- name: seconds_until_due
-SELECT extract(epoch FROM least(
-    (SELECT min(next_allowed_at) FROM domains
-     WHERE has_pending AND NOT paused AND in_flight < max_in_flight),
-    (SELECT min(not_before) FROM entries WHERE state = 'waiting')) - now())
+-- Until the earliest domain with pending work may go, and until the earliest retry is due
+-- (negative: overdue; null: none). The dispatch loop opens a claim transaction only when one
+-- of them is due.
+SELECT extract(epoch FROM (SELECT min(next_allowed_at) FROM domains
+                           WHERE has_pending AND NOT paused AND in_flight < max_in_flight)
+                          - now())::float8 AS domains,
+       extract(epoch FROM (SELECT min(not_before) FROM entries WHERE state = 'waiting')
+                          - now())::float8 AS retries
 
 -- == results ==================================================================================
 

@@ -151,7 +151,8 @@ class Scheduler:
             except asyncpg.DeadlockDetectedError as exc:
                 raise Retry("deadlock", delay=0.2) from exc
             await self._maybe_complete(conn, {a.job_id for a, _ in applied if a})
-        self.wake.set()
+        if any(admitted for _, admitted in applied):
+            self.wake.set()  # new pending work (a parse result frees no slot)
         return [None] * len(items)
 
     async def _maybe_complete(self, conn: Conn, job_ids: set[int]) -> None:
@@ -161,20 +162,23 @@ class Scheduler:
 
     # -- loops -------------------------------------------------------------------------------
     async def dispatch_loop(self) -> None:
+        """Dispatch while something is due; otherwise sleep until it is, or until a result or
+        new work wakes the loop, at most 1 s (other replicas' changes). A wake that finds
+        nothing due costs one statement, not a claim transaction."""
         stop = self.rt.stop
         while not stop.is_set():
             self.wake.clear()
             try:
-                sent = await self.dispatcher.cycle()
-                due = None if sent else await self.dispatcher.seconds_until_due()
+                due = await self.dispatcher.due()
+                if due.now and await self.dispatcher.cycle(promote=due.retries_now):
+                    continue
             except TRANSIENT as exc:
                 log.warning("dispatch failed: %s", exc, extra={"action": "dispatch_error"})
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
                 continue
-            if sent:
-                continue
-            timeout = 1.0 if due is None else min(1.0, max(0.01, due))
+            wait = due.wait
+            timeout = 1.0 if wait is None else min(1.0, max(0.01, wait))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake_or_stop(), timeout)
 
