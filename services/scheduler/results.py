@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from schemas.messages import Attempt, FetchResult, ParseResult
+from schemas.messages import Attempt, FetchResult, Link, ParseResult
 from services.scheduler import store
 from services.scheduler.frontier import Admission, Candidate, image_candidates
 from services.scheduler.jobs import JobSources
@@ -28,6 +28,7 @@ from services.scheduler.seen import JobLinks, SeenLinks
 from services.scheduler.store import Conn
 from shared.api_template import request_key
 from shared.errors import Poison
+from shared.urls import canonicalize
 
 log = logging.getLogger("trawl.scheduler.results")
 
@@ -292,7 +293,7 @@ async def _parse_result(
                 pagination_hops=hops + 1 if link.kind == "pagination" else 0,
                 referrer=attempt.url,
             )
-            for link in result.links
+            for link in _unknown_links(result.links, seen)
         ]
         images = [p.image for p in result.sightings() if p.image]
         candidates += await image_candidates(
@@ -309,3 +310,16 @@ async def _parse_result(
         error=result.error,
         closes=entry["state"] == "fetched",
     ), admitted
+
+
+def _unknown_links(links: list[Link], seen: JobLinks | None) -> list[Link]:
+    """The links not known to be in the job: most of a page's links are (navigation, facets,
+    related products), and skipping them here saves a ``Candidate`` each."""
+    if seen is None:
+        return links
+    unknown = []
+    for link in links:
+        canon = canonicalize(link.url)
+        if canon is not None and not seen.known((canon, request_key(link.request))):
+            unknown.append(link)
+    return unknown
