@@ -391,23 +391,24 @@ FROM unnest($1::text[], $2::int[], $3::float8[], $4::float8[], $5::float8[])
      AS u(domain, n, backoff, crawl_delay, delay)
 WHERE d.domain = u.domain
 
--- name: insert_payloads
--- Payload metadata for the payload API (the bodies are in the payload store).
-INSERT INTO payloads (ref, url, job_id, attempt_id, status, content_type, size, sha256,
-                      fetched_at)
-SELECT p.ref, p.url, p.job_id, p.attempt_id, p.status, p.content_type, p.size, p.sha256,
-       to_timestamp(p.fetched_at)
-FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::text[],
-            $7::int[], $8::text[], $9::float8[])
-     AS p(ref, url, job_id, attempt_id, status, content_type, size, sha256, fetched_at)
-ORDER BY p.attempt_id
-ON CONFLICT DO NOTHING
-
--- name: remember_urls
--- url_state is the URL's memory across jobs of a source: validators and the last payload.
--- One row per (source, url): the caller keeps the last result of each.
+-- name: record_payloads
+-- Payload metadata for the payload API (the bodies are in the payload store), $1-$9; and the
+-- URLs' memory across jobs of a source (url_state: validators and the last payload), $10-$15,
+-- one row per (source, url) (the caller keeps the last result of each). One round trip.
+WITH stored AS (
+    INSERT INTO payloads (ref, url, job_id, attempt_id, status, content_type, size, sha256,
+                          fetched_at)
+    SELECT p.ref, p.url, p.job_id, p.attempt_id, p.status, p.content_type, p.size, p.sha256,
+           to_timestamp(p.fetched_at)
+    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::text[],
+                $7::int[], $8::text[], $9::float8[])
+         AS p(ref, url, job_id, attempt_id, status, content_type, size, sha256, fetched_at)
+    ORDER BY p.attempt_id
+    ON CONFLICT DO NOTHING
+)
 INSERT INTO url_state (source, url, etag, last_modified, payload_ref, content_type)
-SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+SELECT * FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                     $15::text[])
      AS u(source, url, etag, last_modified, payload_ref, content_type)
 ORDER BY 1, 2
 ON CONFLICT (source, url) DO UPDATE SET etag = EXCLUDED.etag,

@@ -78,15 +78,13 @@ async def apply_fetch_results(
             await _pace_domains(conn, domains, job_sources)
             stored = [r for r in fresh if r.payload_ref]
             if stored:
-                await store.results.insert_payloads(conn, stored)
-            # url_state is the URL's memory across jobs; API pages sharing a URL (POST
-            # bodies) would overwrite each other's, so they keep none (and send no
-            # validators).
-            remembered = [
-                r for r in stored if r.outcome == "ok" and not request_key(r.attempt.request)
-            ]
-            if remembered:
-                await store.results.remember_urls(conn, remembered)
+                # url_state is the URL's memory across jobs; API pages sharing a URL (POST
+                # bodies) would overwrite each other's, so they keep none (and send no
+                # validators).
+                remembered = [
+                    r for r in stored if r.outcome == "ok" and not request_key(r.attempt.request)
+                ]
+                await store.results.record_payloads(conn, stored, remembered)
             changes: list[store.results.EntryFetched] = []
             for r in fresh:
                 entry = entries[r.attempt.entry_id]

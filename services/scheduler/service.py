@@ -134,7 +134,10 @@ class Scheduler:
             for result, done in zip(results, applied, strict=True):
                 if done and done.state:
                     self.rt.metrics.fetch_applied(done.state, result.outcome)
-            await self._maybe_complete(conn, {a.job_id for a in applied if a and a.terminal})
+            # A job with an entry this group left open (fetched, waiting) cannot be complete.
+            open_jobs = {a.job_id for a in applied if a and a.state in ("fetched", "waiting")}
+            closed = {a.job_id for a in applied if a and a.terminal}
+            await self._maybe_complete(conn, closed - open_jobs)
         self.wake.set()
         return applied
 
@@ -150,7 +153,12 @@ class Scheduler:
                 )
             except asyncpg.DeadlockDetectedError as exc:
                 raise Retry("deadlock", delay=0.2) from exc
-            await self._maybe_complete(conn, {a.job_id for a, _ in applied if a})
+            # A job this group left an entry open in (parsed before its fetch result) cannot
+            # be complete. (Admitted links need not be open: a sitemap's unchanged URLs
+            # enter done.)
+            open_jobs = {a.job_id for a, _ in applied if a and not a.terminal}
+            closed = {a.job_id for a, _ in applied if a and a.terminal}
+            await self._maybe_complete(conn, closed - open_jobs)
         if any(admitted for _, admitted in applied):
             self.wake.set()  # new pending work (a parse result frees no slot)
         return [None] * len(items)

@@ -101,38 +101,32 @@ async def pace_domains(conn: Conn, paces: Sequence[DomainPace]) -> None:
     )
 
 
-async def insert_payloads(conn: Conn, results: Sequence[FetchResult]) -> None:
-    """Record the stored payloads of results that have one (for the payload API)."""
-    assert all(r.payload_ref for r in results)
-    refs = [r.payload_ref or "" for r in results]
+async def record_payloads(
+    conn: Conn, stored: Sequence[FetchResult], remembered: Sequence[FetchResult]
+) -> None:
+    """Record the stored payloads of results that have one (for the payload API), and keep
+    the ``remembered`` URLs' validators and payloads for the source's next jobs (of several
+    results for one URL, the last one's)."""
+    assert all(r.payload_ref for r in stored)
+    refs = [r.payload_ref or "" for r in stored]
+    last = list({(r.attempt.source, r.attempt.url): r for r in remembered}.values())
     await conn.execute(
-        Q.insert_payloads,
+        Q.record_payloads,
         refs,
-        [r.attempt.url for r in results],
-        [r.attempt.job_id for r in results],
-        [r.attempt.id for r in results],
-        [r.status for r in results],
-        [r.content_type for r in results],
-        [r.size for r in results],
-        # the content address is the body's SHA-256
-        [ref.split(":", 1)[1] for ref in refs],
-        [r.started_at or None for r in results],
-    )
-
-
-async def remember_urls(conn: Conn, results: Sequence[FetchResult]) -> None:
-    """Keep the URLs' validators and payloads for the source's next jobs; of several results
-    for one URL, the last one's."""
-    last = {(r.attempt.source, r.attempt.url): r for r in results}
-    rows = list(last.values())
-    await conn.execute(
-        Q.remember_urls,
-        [r.attempt.source for r in rows],
-        [r.attempt.url for r in rows],
-        [r.etag for r in rows],
-        [r.last_modified for r in rows],
-        [r.payload_ref for r in rows],
-        [r.content_type for r in rows],
+        [r.attempt.url for r in stored],
+        [r.attempt.job_id for r in stored],
+        [r.attempt.id for r in stored],
+        [r.status for r in stored],
+        [r.content_type for r in stored],
+        [r.size for r in stored],
+        [ref.split(":", 1)[1] for ref in refs],  # the content address is the body's SHA-256
+        [r.started_at or None for r in stored],
+        [r.attempt.source for r in last],
+        [r.attempt.url for r in last],
+        [r.etag for r in last],
+        [r.last_modified for r in last],
+        [r.payload_ref for r in last],
+        [r.content_type for r in last],
     )
 
 
