@@ -172,7 +172,11 @@ class Scheduler:
     async def dispatch_loop(self) -> None:
         """Dispatch while something is due; otherwise sleep until it is, or until a result or
         new work wakes the loop, at most 1 s (other replicas' changes). A wake that finds
-        nothing due costs one statement, not a claim transaction."""
+        nothing due costs one statement, not a claim transaction.
+
+        Due but nothing released (the domain locked by a group of results or another replica,
+        or its entries' job paused): the next wake or the 1 s poll tries again, not a 10 ms
+        poll for as long as the job stays paused."""
         stop = self.rt.stop
         while not stop.is_set():
             self.wake.clear()
@@ -185,7 +189,7 @@ class Scheduler:
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
                 continue
-            wait = due.wait
+            wait = None if due.now else due.wait
             timeout = 1.0 if wait is None else min(1.0, max(0.01, wait))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake_or_stop(), timeout)
