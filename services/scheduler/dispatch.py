@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 import asyncpg
 import msgspec
@@ -105,10 +106,12 @@ class Dispatcher:
         self.work_ttl = work_ttl
         self.dispatched = 0
 
-    async def cycle(self) -> int:
-        """Release what is due now; returns how many entries were dispatched."""
+    async def cycle(self, *, promote: bool = True) -> int:
+        """Release what is due now; returns how many entries were dispatched. ``promote``:
+        first make the retries whose time has come pending again."""
         async with self.pool.acquire() as conn:
-            await store.dispatch.promote_waiting(conn)
+            if promote:
+                await store.dispatch.promote_waiting(conn)
             async with conn.transaction():
                 domains = await store.dispatch.claim_domains(conn, self.max_domains)
                 if not domains:
@@ -205,7 +208,31 @@ class Dispatcher:
         )
         return len(rows)
 
-    async def seconds_until_due(self) -> float | None:
+    async def due(self) -> Due:
+        """Seconds until a domain may go and until a retry is due (one round trip)."""
         async with self.pool.acquire() as conn:
-            value = await store.dispatch.seconds_until_due(conn)
-        return None if value is None else max(0.0, value)
+            return Due(*await store.dispatch.seconds_until_due(conn))
+
+
+@dataclass(frozen=True)
+class Due:
+    """Seconds until the earliest domain with pending work may go, and until the earliest
+    retry is due; negative when overdue, None when there is none."""
+
+    domains: float | None
+    retries: float | None
+
+    @property
+    def now(self) -> bool:
+        """Something may go now: a cycle is worth its transaction."""
+        return any(v is not None and v <= 0 for v in (self.domains, self.retries))
+
+    @property
+    def retries_now(self) -> bool:
+        return self.retries is not None and self.retries <= 0
+
+    @property
+    def wait(self) -> float | None:
+        """Seconds until something is due (at least 0), None when nothing is."""
+        values = [v for v in (self.domains, self.retries) if v is not None]
+        return max(0.0, min(values)) if values else None

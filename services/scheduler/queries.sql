@@ -346,72 +346,118 @@ FROM url_state u JOIN unnest($1::text[], $2::text[]) AS w(source, url)
   ON u.source = w.source AND u.url = w.url
 
 -- name: seconds_until_due
-SELECT extract(epoch FROM least(
-    (SELECT min(next_allowed_at) FROM domains
-     WHERE has_pending AND NOT paused AND in_flight < max_in_flight),
-    (SELECT min(not_before) FROM entries WHERE state = 'waiting')) - now())
+-- Until the earliest domain with pending work may go, and until the earliest retry is due
+-- (negative: overdue; null: none). The dispatch loop opens a claim transaction only when one
+-- of them is due.
+SELECT extract(epoch FROM (SELECT min(next_allowed_at) FROM domains
+                           WHERE has_pending AND NOT paused AND in_flight < max_in_flight)
+                          - now())::float8 AS domains,
+       extract(epoch FROM (SELECT min(not_before) FROM entries WHERE state = 'waiting')
+                          - now())::float8 AS retries
 
 -- == results ==================================================================================
 
--- name: insert_attempt
--- History, and the idempotency key of a fetch result: no row returned means already applied.
+-- name: insert_attempts
+-- History, and the idempotency key of a fetch result: the attempt ids not returned were
+-- recorded already (a redelivery). Arrays, one element per result, in attempt-id order (the
+-- lock order of concurrent batches).
 INSERT INTO attempts (attempt_id, entry_id, job_id, url, outcome, status, error, started_at,
                       elapsed_ms, payload_ref, proxy, fingerprint, retry_after)
-VALUES ($1, $2, $3, $4, $5, $6, $7, to_timestamp($8), $9, $10, $11, $12, $13)
+SELECT a.attempt_id, a.entry_id, a.job_id, a.url, a.outcome, a.status, a.error,
+       to_timestamp(a.started_at), a.elapsed_ms, a.payload_ref, a.proxy, a.fingerprint,
+       a.retry_after
+FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[], $6::int[],
+            $7::text[], $8::float8[], $9::float8[], $10::text[], $11::text[], $12::text[],
+            $13::float8[])
+     AS a(attempt_id, entry_id, job_id, url, outcome, status, error, started_at, elapsed_ms,
+          payload_ref, proxy, fingerprint, retry_after)
+ORDER BY a.attempt_id
 ON CONFLICT (attempt_id) DO NOTHING
-RETURNING 1
+RETURNING attempt_id
 
--- name: lock_entry_for_fetch
--- With what the result claims about it (job, source, URL, attempts dispatched) to check.
-SELECT e.state, e.attempts, e.domain, e.parsed, e.job_id, e.url, j.source
-FROM entries e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1 FOR UPDATE OF e
+-- name: lock_entries_for_fetch
+-- The entries of a batch of fetch results, locked in id order, with what each result claims
+-- about its entry (job, source, URL, attempts dispatched) to check.
+SELECT e.id, e.state, e.attempts, e.domain, e.parsed, e.job_id, e.url, j.source
+FROM entries e JOIN jobs j ON j.id = e.job_id
+WHERE e.id = ANY($1::bigint[])
+ORDER BY e.id
+FOR UPDATE OF e
 
--- name: lock_entry_for_parse
--- The entry, locked, with what admitting its links needs of its job (one round trip).
-SELECT e.state, e.attempts, e.parsed, e.pagination_hops, j.priority, j.requested_by,
+-- name: lock_entries_for_parse
+-- The entries of a batch of parse results, locked in id order, with what admitting their
+-- links needs of their jobs (one round trip).
+SELECT e.id, e.state, e.attempts, e.parsed, e.pagination_hops, j.priority, j.requested_by,
        j.status AS job_status, e.job_id, e.url, j.source
-FROM entries e JOIN jobs j ON j.id = e.job_id WHERE e.id = $1 FOR UPDATE OF e
+FROM entries e JOIN jobs j ON j.id = e.job_id
+WHERE e.id = ANY($1::bigint[])
+ORDER BY e.id
+FOR UPDATE OF e
 
--- name: lock_domain_pace
-SELECT min_delay, max_delay, backoff, crawl_delay FROM domains WHERE domain = $1 FOR UPDATE
+-- name: lock_domains_pace
+-- The pace of a batch's domains, locked in name order.
+SELECT domain, min_delay, max_delay, backoff, crawl_delay FROM domains
+WHERE domain = ANY($1::text[])
+ORDER BY domain
+FOR UPDATE
 
--- name: pace_domain
--- Free the in-flight slot and set when the domain may go next.
-UPDATE domains SET in_flight = greatest(0, in_flight - 1), backoff = $2, crawl_delay = $3,
-    next_allowed_at = greatest(next_allowed_at, now() + make_interval(secs => $4)),
+-- name: pace_domains
+-- Free the domains' in-flight slots ($2 results each) and set when each may go next.
+UPDATE domains d SET in_flight = greatest(0, d.in_flight - u.n), backoff = u.backoff,
+    crawl_delay = u.crawl_delay,
+    next_allowed_at = greatest(d.next_allowed_at, now() + make_interval(secs => u.delay)),
     updated_at = now()
-WHERE domain = $1
+FROM unnest($1::text[], $2::int[], $3::float8[], $4::float8[], $5::float8[])
+     AS u(domain, n, backoff, crawl_delay, delay)
+WHERE d.domain = u.domain
 
--- name: insert_payload
--- Payload metadata for the payload API (the body is in the payload store).
-INSERT INTO payloads (ref, url, job_id, attempt_id, status, content_type, size, sha256,
-                      fetched_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, to_timestamp($9))
-ON CONFLICT DO NOTHING
-
--- name: remember_url
--- url_state is the URL's memory across jobs of a source: validators and the last payload.
+-- name: record_payloads
+-- Payload metadata for the payload API (the bodies are in the payload store), $1-$9; and the
+-- URLs' memory across jobs of a source (url_state: validators and the last payload), $10-$15,
+-- one row per (source, url) (the caller keeps the last result of each). One round trip.
+WITH stored AS (
+    INSERT INTO payloads (ref, url, job_id, attempt_id, status, content_type, size, sha256,
+                          fetched_at)
+    SELECT p.ref, p.url, p.job_id, p.attempt_id, p.status, p.content_type, p.size, p.sha256,
+           to_timestamp(p.fetched_at)
+    FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::int[], $6::text[],
+                $7::int[], $8::text[], $9::float8[])
+         AS p(ref, url, job_id, attempt_id, status, content_type, size, sha256, fetched_at)
+    ORDER BY p.attempt_id
+    ON CONFLICT DO NOTHING
+)
 INSERT INTO url_state (source, url, etag, last_modified, payload_ref, content_type)
-VALUES ($1, $2, $3, $4, $5, $6)
+SELECT * FROM unnest($10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                     $15::text[])
+     AS u(source, url, etag, last_modified, payload_ref, content_type)
+ORDER BY 1, 2
 ON CONFLICT (source, url) DO UPDATE SET etag = EXCLUDED.etag,
     last_modified = EXCLUDED.last_modified, payload_ref = EXCLUDED.payload_ref,
     content_type = EXCLUDED.content_type, updated_at = now()
 
--- name: set_entry_fetched
--- The entry's state after its fetch result; $5 seconds until a retry (null: none).
-UPDATE entries SET state = $2, last_outcome = $3, last_status = $4,
-    not_before = CASE WHEN $5::float8 IS NULL THEN NULL
-                      ELSE now() + make_interval(secs => $5::float8) END,
-    etag = coalesce($6, etag), last_modified = coalesce($7, last_modified), updated_at = now()
-WHERE id = $1
+-- name: set_entries_fetched
+-- The entries' states after their fetch results; seconds until a retry (null: none).
+UPDATE entries e SET state = u.state, last_outcome = u.outcome, last_status = u.status,
+    not_before = CASE WHEN u.retry_in IS NULL THEN NULL
+                      ELSE now() + make_interval(secs => u.retry_in) END,
+    etag = coalesce(u.etag, e.etag), last_modified = coalesce(u.last_modified, e.last_modified),
+    updated_at = now()
+FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[], $5::float8[], $6::text[],
+            $7::text[])
+     AS u(id, state, outcome, status, retry_in, etag, last_modified)
+WHERE e.id = u.id
 
--- name: set_entry_parsed
--- The parse result is in; $4: the fetch result was in too, so the entry closes; $5: the page's
--- result could not be published (parse_error says why), so the entry fails whatever comes.
-UPDATE entries
-SET state = CASE WHEN $5 THEN 'failed' WHEN $4 THEN 'done' ELSE state END, parsed = true,
-    has_product = $2 > 0, product_count = $2, parse_error = $3, updated_at = now()
-WHERE id = $1
+-- name: set_entries_parsed
+-- The parse results are in. Per entry: closes (the fetch result was in too, so it is done),
+-- failed (the page's result could not be published, parse_error says why: it fails whatever
+-- comes), products counted and the parse error.
+UPDATE entries e
+SET state = CASE WHEN u.failed THEN 'failed' WHEN u.closes THEN 'done' ELSE e.state END,
+    parsed = true, has_product = u.products > 0, product_count = u.products,
+    parse_error = u.error, updated_at = now()
+FROM unnest($1::bigint[], $2::int[], $3::text[], $4::boolean[], $5::boolean[])
+     AS u(id, products, error, closes, failed)
+WHERE e.id = u.id
 
 -- == sweeps ===================================================================================
 

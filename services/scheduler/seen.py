@@ -44,21 +44,23 @@ class SeenLinks:
 
 
 class JobLinks:
-    """One job's links within one transaction: ``known`` consults the set, ``stage`` holds the
-    links sent to the admission query, and ``commit`` (called once the transaction has
-    committed) remembers them. A rolled-back transaction's view is simply dropped."""
+    """One job's links within one transaction: ``known`` consults the set and the links staged
+    so far (sent to the admission query in this transaction: in the job if it commits, and
+    nothing is if it does not), ``stage`` holds the links sent, and ``commit`` (called once the
+    transaction has committed) remembers them. A rolled-back transaction's view is simply
+    dropped."""
 
     def __init__(self, seen: SeenLinks, job_id: int) -> None:
         self.seen = seen
         self.job_id = job_id
-        self._staged: list[LinkKey] = []
+        self._staged: set[LinkKey] = set()
 
     def known(self, key: LinkKey) -> bool:
-        return self.seen.known(self.job_id, key)
+        return key in self._staged or self.seen.known(self.job_id, key)
 
     def stage(self, keys: Iterable[LinkKey]) -> None:
-        self._staged.extend(keys)
+        self._staged.update(keys)
 
     def commit(self) -> None:
         self.seen.remember(self.job_id, self._staged)
-        self._staged = []
+        self._staged = set()

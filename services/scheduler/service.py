@@ -14,9 +14,10 @@ import msgspec
 from nats.aio.msg import Msg
 
 from schemas.messages import FetchResult, ParseResult, Trigger, TriggerReply
+from services.scheduler.batches import GroupCommit
 from services.scheduler.dispatch import Dispatcher
 from services.scheduler.jobs import JobSources, complete_and_announce, publish_event
-from services.scheduler.results import apply_fetch_result, apply_parse_result
+from services.scheduler.results import Applied, apply_fetch_results, apply_parse_results
 from services.scheduler.schedules import claim_due, record_run
 from services.scheduler.seen import SeenLinks
 from services.scheduler.store import Conn
@@ -29,7 +30,7 @@ from shared.errors import Poison, Retry
 from shared.periodic import TRANSIENT
 from shared.service import DbRuntime
 from shared.sources import source_to_dict
-from shared.telemetry import consumer_span
+from shared.telemetry import consumer_span, current_traceparent
 
 log = logging.getLogger("trawl.scheduler")
 
@@ -53,6 +54,8 @@ class Scheduler:
             wake=self.wake,
         )
         self.trigger_decoder = msgspec.json.Decoder(Trigger)
+        self.fetch_results = GroupCommit(self._apply_fetched)
+        self.parse_results = GroupCommit(self._apply_parsed)
         rt.metrics.show("dispatched", rt.metrics.dispatched)
 
     # -- triggers ----------------------------------------------------------------------------
@@ -115,47 +118,79 @@ class Scheduler:
                 await msg.respond(encode(reply))
 
     # -- results -----------------------------------------------------------------------------
+    # Results handled concurrently are applied in groups, one transaction each (batches.py).
     async def on_fetched(self, d: Delivery[FetchResult]) -> None:
-        async with self.pool.acquire() as conn:
-            try:
-                applied = await apply_fetch_result(conn, d.body, self.job_sources)
-            except asyncpg.DeadlockDetectedError as exc:
-                raise Retry("deadlock", delay=0.2) from exc
-            if applied and applied.state:
-                self.rt.metrics.fetch_applied(applied.state, d.body.outcome)
-            if applied and applied.terminal:
-                await self._maybe_complete(conn, applied.job_id)
-        self.wake.set()
+        await self.fetch_results.submit(d.body)
 
     async def on_parsed(self, d: Delivery[ParseResult]) -> None:
+        await self.parse_results.submit((d.body, current_traceparent()))
+
+    async def _apply_fetched(self, results: list[FetchResult]) -> list[Applied | None]:
         async with self.pool.acquire() as conn:
             try:
-                applied, _ = await apply_parse_result(conn, d.body, self.job_sources, self.seen)
+                applied = await apply_fetch_results(conn, results, self.job_sources)
             except asyncpg.DeadlockDetectedError as exc:
                 raise Retry("deadlock", delay=0.2) from exc
-            if applied:
-                await self._maybe_complete(conn, applied.job_id)
+            for result, done in zip(results, applied, strict=True):
+                if done and done.state:
+                    self.rt.metrics.fetch_applied(done.state, result.outcome)
+            # A job with an entry this group left open (fetched, waiting) cannot be complete.
+            open_jobs = {a.job_id for a in applied if a and a.state in ("fetched", "waiting")}
+            closed = {a.job_id for a in applied if a and a.terminal}
+            await self._maybe_complete(conn, closed - open_jobs)
         self.wake.set()
+        return applied
 
-    async def _maybe_complete(self, conn: Conn, job_id: int) -> None:
-        await complete_and_announce(self.rt.js, self.rt.names, conn, job_id)
+    async def _apply_parsed(self, items: list[tuple[ParseResult, str | None]]) -> list[None]:
+        async with self.pool.acquire() as conn:
+            try:
+                applied = await apply_parse_results(
+                    conn,
+                    [result for result, _ in items],
+                    self.job_sources,
+                    self.seen,
+                    traceparents=[traceparent for _, traceparent in items],
+                )
+            except asyncpg.DeadlockDetectedError as exc:
+                raise Retry("deadlock", delay=0.2) from exc
+            # A job this group left an entry open in (parsed before its fetch result) cannot
+            # be complete. (Admitted links need not be open: a sitemap's unchanged URLs
+            # enter done.)
+            open_jobs = {a.job_id for a, _ in applied if a and not a.terminal}
+            closed = {a.job_id for a, _ in applied if a and a.terminal}
+            await self._maybe_complete(conn, closed - open_jobs)
+        if any(admitted for _, admitted in applied):
+            self.wake.set()  # new pending work (a parse result frees no slot)
+        return [None] * len(items)
+
+    async def _maybe_complete(self, conn: Conn, job_ids: set[int]) -> None:
+        """Complete the jobs whose entries a batch closed, if nothing of them is open."""
+        for job_id in sorted(job_ids):
+            await complete_and_announce(self.rt.js, self.rt.names, conn, job_id)
 
     # -- loops -------------------------------------------------------------------------------
     async def dispatch_loop(self) -> None:
+        """Dispatch while something is due; otherwise sleep until it is, or until a result or
+        new work wakes the loop, at most 1 s (other replicas' changes). A wake that finds
+        nothing due costs one statement, not a claim transaction.
+
+        Due but nothing released (the domain locked by a group of results or another replica,
+        or its entries' job paused): the next wake or the 1 s poll tries again, not a 10 ms
+        poll for as long as the job stays paused."""
         stop = self.rt.stop
         while not stop.is_set():
             self.wake.clear()
             try:
-                sent = await self.dispatcher.cycle()
-                due = None if sent else await self.dispatcher.seconds_until_due()
+                due = await self.dispatcher.due()
+                if due.now and await self.dispatcher.cycle(promote=due.retries_now):
+                    continue
             except TRANSIENT as exc:
                 log.warning("dispatch failed: %s", exc, extra={"action": "dispatch_error"})
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(stop.wait(), 1.0)
                 continue
-            if sent:
-                continue
-            timeout = 1.0 if due is None else min(1.0, max(0.01, due))
+            wait = None if due.now else due.wait
+            timeout = 1.0 if wait is None else min(1.0, max(0.01, wait))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake_or_stop(), timeout)
 

@@ -26,7 +26,14 @@ from services.scheduler import store
 from services.scheduler.catalog import save_source
 from services.scheduler.dispatch import Dispatcher
 from services.scheduler.jobs import JobSources, try_complete
-from services.scheduler.results import Applied, apply_fetch_result, apply_parse_result
+from services.scheduler.results import (
+    Applied,
+    apply_fetch_result,
+    apply_fetch_results,
+    apply_parse_result,
+    apply_parse_results,
+)
+from services.scheduler.seen import SeenLinks
 from services.scheduler.triggers import start_job
 from shared import names as n
 from shared.db import connect
@@ -149,8 +156,13 @@ class Crawl:
     async def fetched(
         self, work: FetchWork, outcome: Outcome = "ok", **fields: Any
     ) -> Applied | None:
+        return await apply_fetch_result(
+            self.conn, self.fetch_result(work, outcome, **fields), self.job_sources
+        )
+
+    def fetch_result(self, work: FetchWork, outcome: Outcome = "ok", **fields: Any) -> FetchResult:
         ok = outcome in ("ok", "not_modified")
-        result = FetchResult(
+        return FetchResult(
             attempt=work.attempt,
             outcome=outcome,
             status=fields.pop("status", 200 if ok else None),
@@ -160,7 +172,6 @@ class Crawl:
             content_type="text/html" if ok else None,
             **fields,
         )
-        return await apply_fetch_result(self.conn, result, self.job_sources)
 
     async def parsed(
         self, work: FetchWork, links: list[Link] | None = None
@@ -457,3 +468,61 @@ async def test_a_fetch_result_the_fetcher_could_not_publish_fails_the_entry_at_o
     entry = (await crawl.snapshot()).entries[SEED]
     assert (entry["state"], entry["last_outcome"]) == ("failed", "unpublishable")
     assert await crawl.complete()
+
+
+async def test_a_batch_of_results_applies_as_its_results_would_one_by_one(crawl: Crawl) -> None:
+    """The scheduler applies results handled together in one transaction (a group commit): a
+    result twice in the batch counts once, links two pages share are admitted once, and each
+    result's outcome is what it would have been alone."""
+    seed = (await crawl.dispatch())[SEED]
+    await crawl.fetched(seed)
+    await crawl.parsed(seed, LINKS)
+    works = await crawl.dispatch(3)
+    p1, p2, nxt = works[P1], works[P2], works[NEXT]
+    results = [crawl.fetch_result(w) for w in (p1, p2, nxt)]
+    results.append(results[0])  # redelivered within the same batch
+    applied = await apply_fetch_results(crawl.conn, results, crawl.job_sources)
+    fetched = Applied(crawl.job_id, terminal=False, state="fetched")
+    assert applied == [fetched, fetched, fetched, None]
+    snap = await crawl.snapshot()
+    assert snap.in_flight == 0  # three slots freed, not four
+    assert len(snap.attempts) == 4  # the seed's and three
+    shared_link = f"{BASE}/p/3"
+    parsed = [
+        ParseResult(attempt=p1.attempt, links=[Link(url=shared_link, kind="product")]),
+        ParseResult(attempt=p2.attempt, links=[Link(url=shared_link, kind="product")]),
+        ParseResult(attempt=nxt.attempt, links=[Link(url=P1, kind="product")]),
+        ParseResult(attempt=p1.attempt, links=[Link(url=shared_link, kind="product")]),
+    ]
+    seen = SeenLinks()
+    out = await apply_parse_results(crawl.conn, parsed, crawl.job_sources, seen)
+    closed = Applied(crawl.job_id, terminal=True)
+    assert out == [(closed, 1), (closed, 0), (closed, 0), (None, 0)]
+    snap = await crawl.snapshot()
+    assert crawl.states(snap) == {
+        SEED: "done",
+        P1: "done",
+        P2: "done",
+        NEXT: "done",
+        shared_link: "pending",
+    }
+    assert seen.known(crawl.job_id, (shared_link, ""))  # remembered once committed
+
+
+async def test_a_batch_with_a_forged_result_changes_nothing(crawl: Crawl) -> None:
+    """A result the scheduler does not back fails its whole batch, which rolls back (the
+    scheduler then applies the batch's results one by one, so only the culprit fails)."""
+    work = (await crawl.dispatch())[SEED]
+    forged = _forged(work, number=2)
+    before = await crawl.snapshot()
+    with pytest.raises(Poison):
+        await apply_fetch_results(
+            crawl.conn, [crawl.fetch_result(work), crawl.fetch_result(forged)], crawl.job_sources
+        )
+    with pytest.raises(Poison):
+        await apply_parse_results(
+            crawl.conn,
+            [ParseResult(attempt=work.attempt, links=LINKS), ParseResult(attempt=forged.attempt)],
+            crawl.job_sources,
+        )
+    assert await crawl.snapshot() == before

@@ -53,7 +53,9 @@ async def url_validators(
     }
 
 
-async def seconds_until_due(conn: Conn) -> float | None:
-    """Until the earliest domain may go or retry is due (negative: overdue); None: nothing."""
-    value = await conn.fetchval(Q.seconds_until_due)
-    return None if value is None else float(value)
+async def seconds_until_due(conn: Conn) -> tuple[float | None, float | None]:
+    """Until the earliest domain with pending work may go, and until the earliest retry is due
+    (negative: overdue; None: there is none)."""
+    row = await conn.fetchrow(Q.seconds_until_due)
+    assert row is not None
+    return row["domains"], row["retries"]
