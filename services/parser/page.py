@@ -32,6 +32,7 @@ from services.parser.links import Rules, extract_links
 from services.parser.listing import reached_as_listing
 from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
+from services.parser.nesting import too_deep
 from services.parser.pickers import read_pickers
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, node_urls, select_main
@@ -145,46 +146,11 @@ def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str]
     text, exact = decode_html_utf8(raw, content_type)
     if "\x00" in text:
         text, exact = text.replace("\x00", ""), False
-    if len(text) > NESTING_CHECK_FROM and _too_deep(text):
+    if too_deep(text):
         log.info("page nested too deep; not parsed", extra={"action": "parse_too_deep"})
         return None
     # lexbor parses UTF-8: bytes that are the text's UTF-8 already spare encoding it again.
     return LexborHTMLParser(raw if exact else text), text
-
-
-# lexbor builds deeply nested trees in quadratic time (100k nested divs: ~100 s). Real pages
-# nest a few dozen levels; a page past MAX_NESTING is hostile or broken and yields nothing.
-MAX_NESTING = 2048
-NESTING_CHECK_FROM = 64 * 1024  # smaller pages cannot nest deep enough to matter
-_VOID = (
-    "area|base|br|col|embed|hr|img|input|link|meta|source|track|wbr|param|keygen"  # no closing tag
-)
-# "<" of an opening tag that nests, "</" of a closing one; void elements are not matched. The
-# scan is one findall and a loop over one-character strings: a million links take 0.3 s.
-_NESTING_TAG = re.compile(rf"<(/?)(?!(?:{_VOID})(?![a-zA-Z0-9]))[a-zA-Z]", re.IGNORECASE)
-# The same scan with void elements counted as opening tags: it tells a tag from a void one
-# only on closing tags (fewer than half), so it costs a third less. Extra openings can only
-# deepen the count, so a page it finds shallow is shallow by the exact count too.
-_NESTING_BOUND = re.compile(rf"<(/(?!(?:{_VOID})(?![a-zA-Z0-9]))|)[a-zA-Z]", re.IGNORECASE)
-
-
-def _too_deep(text: str) -> bool:
-    return _deeper(_NESTING_BOUND, text) and _deeper(_NESTING_TAG, text)
-
-
-def _deeper(tags: re.Pattern[str], text: str) -> bool:
-    """Whether the tags that ``tags`` matches nest deeper than ``MAX_NESTING`` (a match that
-    captured "/" closes one)."""
-    depth = 0
-    for closing in tags.findall(text):
-        if closing:
-            if depth:
-                depth -= 1
-        else:
-            depth += 1
-            if depth > MAX_NESTING:
-                return True
-    return False
 
 
 def _base_url(heads: list[LexborNode], url: str) -> str:
