@@ -71,10 +71,22 @@ async def test_dashboard_shows_the_running_job_moving(env, settings, pool, tmp_p
                 return done is not None and done > first["done"]
 
             await eventually(bar_moved, timeout=30, what="the progress bar to move")
-            tables = await browser.eval(
-                "[...document.querySelectorAll('table')].map(t => t.id + ':' + "
-                "t.tBodies[0].rows.length).join(',')"
-            )
-            assert "workers:6" in tables, (tables, stack.logs())  # the five services and the API
+            tables: list[str] = []
+
+            async def every_worker_listed() -> bool:
+                # Each table is drawn as its answer comes; the workers' answer waits ~400 ms for
+                # replies, so it may come after the progress bar moved.
+                tables[:] = [
+                    await browser.eval(
+                        "[...document.querySelectorAll('table')].map(t => t.id + ':' + "
+                        "t.tBodies[0].rows.length).join(',')"
+                    )
+                ]
+                return "workers:6" in tables[0]  # the five services and the API
+
+            try:
+                await eventually(every_worker_listed, timeout=10, what="six workers listed")
+            except AssertionError as exc:
+                raise AssertionError((tables, stack.logs())) from exc
             await browser.screenshot(ARTIFACTS / "dashboard.png")
     assert (ARTIFACTS / "dashboard.png").stat().st_size > 10_000
