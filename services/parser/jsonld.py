@@ -212,3 +212,17 @@ def resolve(value: Any, index: dict[str, dict[str, Any]]) -> Any:
         if target is not None:
             return target
     return value
+
+
+def as_list(value: object) -> list[Any]:
+    """A structured-data value as a list: a node may hold one value or many."""
+    if value is None:
+        return []
+    return value if isinstance(value, list) else [value]
+
+
+def first(value: object) -> Any:
+    """The first of a value that may be a list."""
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value

@@ -28,7 +28,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Link, LinkKind
 from schemas.source import LinkRule, Source
-from services.parser.jsonld import Forest, types_of
+from services.parser.jsonld import Forest, as_list, types_of
 from services.parser.pagination import Pager, declared_next, where
 from shared.urls import canonicalize, host_of
 
@@ -510,7 +510,7 @@ def _itemlist_urls(forest: Forest) -> list[tuple[str, bool]]:
             if "breadcrumblist" in kinds:
                 continue
             if "itemlist" in kinds or "offercatalog" in kinds:
-                for element in _as_list(node.get("itemListElement")):
+                for element in as_list(node.get("itemListElement")):
                     url, kinds = _element_url(element, forest.index)
                     if url:
                         out.append((url, not kinds or bool(kinds & _PRODUCT_TYPES)))
@@ -605,9 +605,3 @@ def _norm_domain(domain: str) -> str:
     if port in ("80", "443"):
         return host
     return domain
-
-
-def _as_list(value: Any) -> list[Any]:
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]

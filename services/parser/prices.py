@@ -16,7 +16,7 @@ from typing import Any
 
 from schemas.messages import Availability
 from services.parser.availability import best_availability, normalize_availability
-from services.parser.jsonld import resolve, types_of
+from services.parser.jsonld import as_list, resolve, types_of
 
 MAX_OFFERS = 500  # a page with thousands of offers is a catalog dump; the first ones decide
 Quote = tuple[Decimal, str | None]
@@ -315,7 +315,7 @@ def offer_terms(offers: object, index: dict[str, dict[str, Any]]) -> list[Term]:
     """Every offer's (price or None, currency, availability), nested offers included: a
     marketplace wraps the seller's offers in an Offer, an AggregateOffer may list its own."""
     terms: list[Term] = []
-    for offer in _as_list(offers)[:MAX_OFFERS]:
+    for offer in as_list(offers)[:MAX_OFFERS]:
         offer = resolve(offer, index)
         if isinstance(offer, dict):
             _offer_term(offer, index, terms, 0, None)
@@ -379,7 +379,7 @@ def _offer_term(
         if spec is not None:
             price, text_currency = spec
     if price is None and offer.get("offers"):
-        for sub in _as_list(offer.get("offers"))[:MAX_OFFERS]:
+        for sub in as_list(offer.get("offers"))[:MAX_OFFERS]:
             sub = resolve(sub, index)
             if isinstance(sub, dict):
                 _offer_term(sub, index, out, depth + 1, availability)
@@ -405,7 +405,7 @@ def in_whole_units(raw: object, price: Decimal | None, currency: str | None) -> 
 def _spec_quote(specs: object, index: dict, depth: int) -> Quote | None:
     """The selling price among ``priceSpecification`` entries: not list, unit or instalment."""
     found: list[Quote] = []
-    for spec in _as_list(specs)[:MAX_OFFERS]:
+    for spec in as_list(specs)[:MAX_OFFERS]:
         spec = resolve(spec, index)
         if not isinstance(spec, dict) or depth > 3:
             continue
@@ -451,9 +451,3 @@ def _first(value: object) -> Any:
     if isinstance(value, dict) and "@value" in value:
         return value["@value"]
     return value
-
-
-def _as_list(value: object) -> list[Any]:
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]

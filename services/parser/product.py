@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
-from services.parser.jsonld import Forest, resolve, types_of
+from services.parser.jsonld import Forest, as_list, first, resolve, types_of
 from services.parser.metatags import Fields
 from services.parser.microdata import TILE
 from services.parser.prices import best_offer, format_price, offer_terms
@@ -73,7 +73,7 @@ def select_main(forest: Forest, page_urls: set[str], titles: tuple[str, ...] = (
         kinds = types_of(root)
         if not any(k.endswith("page") for k in kinds):
             continue
-        main = resolve(_first(root.get("mainEntity")), index)
+        main = resolve(first(root.get("mainEntity")), index)
         if isinstance(main, dict):
             main_kinds = types_of(main)
             if main_kinds & PRODUCT_TYPES:
@@ -123,7 +123,7 @@ def _referenced_ids(roots: list[dict[str, Any]], index: dict) -> set[str]:
         is_page = any(k.endswith("page") for k in types_of(node))
         props = _NOT_MAIN if is_page else _NOT_MAIN + _NOT_MAIN_FROM_CONTENT
         for prop in props:
-            for ref in _as_list(node.get(prop)):
+            for ref in as_list(node.get(prop)):
                 if isinstance(ref, dict):
                     target = ref.get("item") if "listitem" in types_of(ref) else ref
                     for t in (ref, target):
@@ -142,9 +142,9 @@ def _fold_variants(candidates: list[dict[str, Any]], index: dict) -> list[dict[s
     variant_ids: set[str] = set()
     variant_objs: set[int] = set()
     group_ids = {g.get("@id") for g in groups if isinstance(g.get("@id"), str)}
-    group_keys = {str(_first(g.get("productGroupID"))) for g in groups if g.get("productGroupID")}
+    group_keys = {str(first(g.get("productGroupID"))) for g in groups if g.get("productGroupID")}
     for group in groups:
-        for variant in _as_list(group.get("hasVariant")):
+        for variant in as_list(group.get("hasVariant")):
             variant_objs.add(id(variant))
             if isinstance(variant, dict) and isinstance(variant.get("@id"), str):
                 variant_ids.add(variant["@id"])
@@ -152,14 +152,14 @@ def _fold_variants(candidates: list[dict[str, Any]], index: dict) -> list[dict[s
     def is_variant(node: dict[str, Any]) -> bool:
         if node in groups:
             return False
-        parent = _first(node.get("isVariantOf"))
+        parent = first(node.get("isVariantOf"))
         parent_id = parent.get("@id") if isinstance(parent, dict) else parent
         return (
             id(node) in variant_objs
             or node.get("@id") in variant_ids
             or parent_id in group_ids
             or (parent is not None and resolve(parent, index) in groups)
-            or str(_first(node.get("inProductGroupWithID"))) in group_keys
+            or str(first(node.get("inProductGroupWithID"))) in group_keys
         )
 
     return [c for c in candidates if not is_variant(c)]
@@ -180,8 +180,8 @@ def _one_name(candidates: list[dict[str, Any]]) -> bool:
 def _same_name_group(candidates: list[dict[str, Any]]) -> dict[str, Any]:
     """Top-level products that share one name (and page) are the sizes or colours of one
     product: a group whose variants they are, so its price and stock come from all of them."""
-    first = candidates[0]
-    group = {k: v for k, v in first.items() if k not in _VARIANT_KEYS}
+    lead = candidates[0]
+    group = {k: v for k, v in lead.items() if k not in _VARIANT_KEYS}
     group["@type"] = "ProductGroup"
     group["hasVariant"] = candidates
     return group
@@ -217,7 +217,7 @@ def _dedupe(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def node_urls(node: dict[str, Any]) -> set[str]:
     out = set()
-    for raw in (_first(node.get("url")), node.get("@id")):
+    for raw in (first(node.get("url")), node.get("@id")):
         if isinstance(raw, str) and raw.startswith("http"):
             canon = canonicalize(raw)
             if canon:
@@ -264,7 +264,7 @@ def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) 
     is_group = "productgroup" in types_of(node)
     variants = [
         v
-        for v in (resolve(v, index) for v in _as_list(node.get("hasVariant")))
+        for v in (resolve(v, index) for v in as_list(node.get("hasVariant")))
         if isinstance(v, dict)
     ]
     _put(out, "name", _text(node.get("name")))
@@ -281,7 +281,7 @@ def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) 
     for variant in variants[:MAX_VARIANTS]:
         terms.extend(offer_terms(variant.get("offers"), index))
     best, availability = best_offer(terms)
-    chosen = selected_terms(_as_list(node.get("offers")), variants, index, page_url)
+    chosen = selected_terms(as_list(node.get("offers")), variants, index, page_url)
     if chosen:
         chosen_best, chosen_availability = best_offer(chosen)
         best = chosen_best or best
@@ -297,7 +297,7 @@ def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) 
 
 
 def _brand(value: object, index: dict) -> str | None:
-    value = resolve(_first(value), index)
+    value = resolve(first(value), index)
     text = _text(value.get("name")) if isinstance(value, dict) else _text(value)
     return clean_brand(text)
 
@@ -324,21 +324,21 @@ def clean_brand(text: str | None) -> str | None:
 
 
 def _image(value: object, index: dict) -> str | None:
-    value = resolve(_first(value), index)
+    value = resolve(first(value), index)
     if isinstance(value, dict):
-        value = _first(value.get("url")) or _first(value.get("contentUrl")) or value.get("@id")
+        value = first(value.get("url")) or first(value.get("contentUrl")) or value.get("@id")
     return _text(value)
 
 
 def _url(value: object, index: dict) -> str | None:
-    value = resolve(_first(value), index)
+    value = resolve(first(value), index)
     if isinstance(value, dict):
-        value = value.get("@id") or _first(value.get("url"))
+        value = value.get("@id") or first(value.get("url"))
     return _text(value)
 
 
 def _text(value: object) -> str | None:
-    value = _first(value)
+    value = first(value)
     if isinstance(value, dict):
         value = value.get("@value")
     if isinstance(value, bool) or value is None:
@@ -354,24 +354,12 @@ def _text(value: object) -> str | None:
 
 
 def _ident(value: object) -> str | None:
-    value = _first(value)
+    value = first(value)
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     if isinstance(value, int | float) and not isinstance(value, bool):
         return str(value)
     return _text(value) if isinstance(value, str) else None
-
-
-def _first(value: object) -> Any:
-    if isinstance(value, list):
-        return value[0] if value else None
-    return value
-
-
-def _as_list(value: object) -> list[Any]:
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]
 
 
 def _put(out: Fields, key: str, value: str | None) -> None:

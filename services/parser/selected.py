@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from services.parser.jsonld import resolve
+from services.parser.jsonld import as_list, first, resolve
 from services.parser.prices import Term, offer_terms
 from shared.urls import canonicalize
 
@@ -36,7 +36,7 @@ def selected_terms(
         if isinstance(offer, dict) and _selects(offer, page, values, index):
             chosen.append(offer_terms(offer, index))
     for variant in variants[:_MAX_CANDIDATES]:
-        offers_of = [resolve(o, index) for o in _as_list(variant.get("offers"))]
+        offers_of = [resolve(o, index) for o in as_list(variant.get("offers"))]
         if _selects(variant, page, values, index) or any(
             isinstance(o, dict) and _selects(o, page, set(), index) for o in offers_of
         ):
@@ -51,27 +51,15 @@ def _selects(node: dict[str, Any], page: str, values: set[str], index: dict) -> 
 
 
 def _url(node: dict[str, Any], index: dict) -> str | None:
-    raw = _first(node.get("url"))
+    raw = first(node.get("url"))
     raw = resolve(raw, index)
     if isinstance(raw, dict):
-        raw = raw.get("@id") or _first(raw.get("url"))
+        raw = raw.get("@id") or first(raw.get("url"))
     return canonicalize(raw) if isinstance(raw, str) and raw.startswith("http") else None
 
 
 def _ident(value: object) -> str | None:
-    value = _first(value)
+    value = first(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return value.strip() if isinstance(value, str) else None
-
-
-def _first(value: object) -> Any:
-    if isinstance(value, list):
-        return value[0] if value else None
-    return value
-
-
-def _as_list(value: object) -> list[Any]:
-    if value is None:
-        return []
-    return value if isinstance(value, list) else [value]

@@ -22,7 +22,7 @@ from typing import Any
 
 from schemas.messages import Product
 from services.parser.availability import normalize_availability
-from services.parser.jsonld import resolve, types_of
+from services.parser.jsonld import as_list, resolve, types_of
 from services.parser.metatags import Fields
 from services.parser.prices import best_offer, format_price, offer_terms
 from services.parser.product import MAX_VARIANTS, node_fields
@@ -31,10 +31,6 @@ from shared.urls import canonicalize
 # The schema.org properties a variant varies by, as attribute names.
 _VARIES = {"size": "size", "color": "colour", "colour": "colour", "material": "material",
            "pattern": "pattern"}  # fmt: skip
-
-
-def _as_list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else [] if value is None else [value]
 
 
 def _text(value: object) -> str | None:
@@ -61,12 +57,12 @@ def expand(node: dict[str, Any], index: dict[str, Any], group: Product, base: st
     """The variants of ``group``, the product read from ``node`` (a structured node)."""
     found: list[tuple[Fields, dict[str, str]]] = []
     if "productgroup" in types_of(node) or node.get("hasVariant"):
-        for raw in _as_list(node.get("hasVariant"))[:MAX_VARIANTS]:
+        for raw in as_list(node.get("hasVariant"))[:MAX_VARIANTS]:
             variant = resolve(raw, index)
             if isinstance(variant, dict):
                 found.append((node_fields(variant, index), _attributes(variant)))
     else:
-        offers = [resolve(o, index) for o in _as_list(node.get("offers"))[:MAX_VARIANTS]]
+        offers = [resolve(o, index) for o in as_list(node.get("offers"))[:MAX_VARIANTS]]
         offers = [o for o in offers if isinstance(o, dict) and "aggregateoffer" not in types_of(o)]
         if len(offers) > 1:
             found = [_offer_fields(o, index) for o in offers]
