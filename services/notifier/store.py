@@ -44,18 +44,10 @@ def _rule(row: asyncpg.Record) -> AlertRuleOut:
 
 
 async def add_rule(conn: Conn, rule: AlertRuleIn) -> AlertRuleOut:
-    threshold = None if rule.threshold is None else str(Decimal(rule.threshold))
     row = await conn.fetchrow(
         _Q["add_rule"],
         rule.source,
-        rule.product_key,
-        rule.variant_key,
-        rule.gtin,
-        rule.condition,
-        threshold,
-        rule.min_change,
-        rule.debounce_seconds,
-        rule.webhook,
+        *_fields(rule),
         rule.secret or secrets.token_hex(32),
         rule.apprise,
         list(rule.allow_private),
@@ -97,6 +89,7 @@ def file_key(name: str | None, rule: AlertRuleIn) -> str:
 
 
 def _fields(rule: AlertRuleIn) -> tuple[object, ...]:
+    """The rule's columns from product_key to webhook, in the order the queries take them."""
     threshold = None if rule.threshold is None else str(Decimal(rule.threshold))
     return (
         rule.product_key,
