@@ -1,7 +1,7 @@
 """One guarded HTTP request: redirects followed by hand (every hop checked), caps on time,
 body size and decompressed size, and the outcome taxonomy applied.
 
-The request goes through a ``Transport``: ``PlainTransport`` (aiohttp, for robots.txt and for
+The request goes through a ``Transport``: ``PlainTransport`` (aiohttp, for
 sources in plain mode) or the browser session of ``services.fetcher.browser`` (TLS and HTTP/2
 of the claimed browser). The loop here does not care which: it checks each hop, follows
 redirects itself and counts the decompressed body against the cap as it streams in."""
@@ -78,7 +78,7 @@ class _AiohttpAnswer:
 
 
 class PlainTransport:
-    """aiohttp: Python's own TLS and HTTP/1.1. For robots.txt and for sites you own."""
+    """aiohttp: Python's own TLS and HTTP/1.1. For sites you own (``client: plain``)."""
 
     def __init__(self, session: aiohttp.ClientSession) -> None:
         self.session = session

@@ -325,13 +325,9 @@ def image_headers(headers: dict[str, str]) -> dict[str, str]:
     return out
 
 
-# Over HTTP/1.1 a browser adds Host (first, RFC 9110 §7.2) and Connection, which has its place
-# in each family's order: before the first of these names it sends (None: last).
-_CONNECTION_BEFORE: dict[str, tuple[str, ...] | None] = {
-    "chromium": None,  # right after Host: handled below
-    "firefox": ("Upgrade-Insecure-Requests", "Sec-Fetch-Dest"),
-    "safari": None,
-}
+# Firefox puts Connection right before the first of these it sends (Chromium right after Host,
+# Safari last).
+_FIREFOX_CONNECTION_BEFORE = ("Upgrade-Insecure-Requests", "Sec-Fetch-Dest")
 
 
 def on_the_wire(headers: dict[str, str], *, http1: bool) -> tuple[dict[str, str], list[str]]:
@@ -346,11 +342,12 @@ def on_the_wire(headers: dict[str, str], *, http1: bool) -> tuple[dict[str, str]
     if family == "chromium":
         out.pop("Priority", None)
     names = [name for name in out if name.lower() not in ("host", "connection")]
-    before = _CONNECTION_BEFORE[family]
     if family == "chromium":
         at = 0
+    elif family == "firefox":
+        at = next((names.index(n) for n in _FIREFOX_CONNECTION_BEFORE if n in names), len(names))
     else:
-        at = next((names.index(n) for n in before or () if n in names), len(names))
+        at = len(names)
     names.insert(at, "Connection")
     out["Connection"] = "keep-alive"
     return out, ["Host", *names]

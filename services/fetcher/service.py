@@ -204,8 +204,7 @@ class Fetcher:
         """robots.txt is asked for as a visitor of the origin would type it, by an identity of
         its own (one per origin): a request that said "trawl" in Python's handshake, just before
         the pages came in Chrome's, would tie them together for the site."""
-        session, allow = self._session(policy)
-        _, resolver = self.guard_for(policy)
+        allow, resolver = self.guard_for(policy)
         origin = str(URL(url).origin())
         identity = identity_for(
             f"robots:{origin}", locale=policy.locale, user_agent=policy.user_agent
@@ -213,7 +212,7 @@ class Fetcher:
         headers = dict(identity.headers)
         if policy.client == "plain" or identity.tls is None:
             headers["Accept-Encoding"] = PLAIN_ENCODING
-            return PlainTransport(session), headers, allow
+            return PlainTransport(self._session(policy)[0]), headers, allow
         browser = self.browsers.get(
             ("robots", *self._policy_key(policy), origin),
             identity,
