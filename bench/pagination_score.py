@@ -39,6 +39,7 @@ class PageScore:
     expected: set[str]
     found: set[str]
     set_aside: set[str] = field(default_factory=set)
+    product: str | None = None  # the product the parser took the page for (a listing has none)
 
     @property
     def exact(self) -> bool:
@@ -49,6 +50,12 @@ class PageScore:
 class Score:
     pages: list[PageScore] = field(default_factory=list)
     cpu: float = 0.0
+
+    @property
+    def listings_with_a_product(self) -> list[PageScore]:
+        """Pages with a pager that the parser still read a product from: each would enter the
+        catalog keyed by a listing URL and count misses."""
+        return [p for p in self.pages if p.expected and p.product is not None]
 
     @property
     def tp(self) -> int:
@@ -92,7 +99,9 @@ class Score:
             f"{len(self.pages)} pages: precision {self.precision:.3f}  recall {self.recall:.3f}  "
             f"F1 {self.f1:.3f}  exact {sum(p.exact for p in self.pages)}/{len(self.pages)} "
             f"({self.exact:.1%})  clean {clean}/{empty}  "
-            f"(tp={self.tp} fp={self.fp} fn={self.fn})  parser CPU {ms:.2f} ms/page"
+            f"(tp={self.tp} fp={self.fp} fn={self.fn})  parser CPU {ms:.2f} ms/page  "
+            f"listings with a product {len(self.listings_with_a_product)}/"
+            f"{sum(1 for p in self.pages if p.expected)}"
         )
 
 
@@ -140,7 +149,8 @@ def score(
         out.cpu += (time.process_time() - start) / repeat
         found = {link.url for link in parsed.links if link.kind == "pagination"}
         expected = _canon(spec["pagination"])
-        page = PageScore(name, spec["url"], expected, found)
+        product = parsed.product.key if parsed.product is not None else None
+        page = PageScore(name, spec["url"], expected, found, product=product)
         if found - expected:
             text = body.decode(spec["encoding"], errors="replace")
             page.set_aside = _head_only(text, spec["url"], found - expected)

@@ -61,7 +61,16 @@ _BUY = (
 # A buy control known by its words, when its markup says nothing (hashed CSS-module classes).
 _BUTTONS = (
     'button, input[type="submit"], input[type="button"], a[role="button"], [class*="btn" i], '
-    '[class*="buy" i], [class*="cart" i]'
+    '[class*="buy" i], [class*="cart" i], [href^="javascript:" i]:is([href*="buy" i], '
+    '[href*="cart" i], [href*="basket" i]), [onclick*="buy" i], [onclick*="cart" i], '
+    '[onclick*="basket" i]'
+)
+# A control that calls the shop's buy script (``javascript:buy_process(…)``, ``onclick=
+# "addToCart(42)"``), whatever its words say: older shops' buy boxes are links like that.
+_BUY_SCRIPT = re.compile(
+    r"(?<!\w)(?:buy(?:_?(?:now|it|item|product|process))?|add_?(?:to_?)?(?:cart|basket|bag)"
+    r"(?:_?item)?|cart_?add)\s*\(",
+    re.I,
 )
 _BUY_WORDS = re.compile(
     r"add to (?:cart|basket|bag|trolley)|add to your (?:basket|bag|cart)|buy now|buy it now"
@@ -397,9 +406,16 @@ def buy_controls(tree: LexborHTMLParser) -> list[LexborNode]:
         seen.add(node.mem_id)
         words = node.attributes.get("value") if node.tag == "input" else None
         words = words or node.text(deep=True, separator=" ") or ""
-        if len(words) < 60 and _BUY_WORDS.search(words):
+        if (len(words) < 60 and _BUY_WORDS.search(words)) or _calls_buy_script(node):
             worded.append(node)
     return _outermost(worded)
+
+
+def _calls_buy_script(node: LexborNode) -> bool:
+    attrs = node.attributes
+    href = attrs.get("href") or ""
+    script = href[11:] if href[:11].lower() == "javascript:" else ""
+    return any(_BUY_SCRIPT.search(code) for code in (script, attrs.get("onclick") or "") if code)
 
 
 def _outermost(nodes: list[LexborNode]) -> list[LexborNode]:

@@ -11,11 +11,14 @@ import pytest
 
 from bench.product_score import DATASET, Report, score
 
-# Just under what the extraction reaches (price 0.934, sku 0.993, availability 0.957; a
-# product on 68 of 69 pages), so that a change cannot silently lose it. Four pages' price
+# Just under what the extraction reaches (price 0.942, sku 1.000, availability 0.957; a
+# product on 69 of 69 pages), so that a change cannot silently lose it. Four pages' price
 # annotations misread a thousands separator ("$24.990" as 24.99): 65/69 is the ceiling.
-FLOORS = {"price": 0.93, "sku": 0.99, "availability": 0.95}
-MIN_FOUND = 0.98
+# Availability's three misses are annotations the pages contradict (two JSON-LD OutOfStock
+# with a stock level of 0 annotated InStock; a classified ad whose status reads "NOT SOLD"
+# annotated OutOfStock): 66/69.
+FLOORS = {"price": 0.94, "sku": 0.99, "availability": 0.95}
+MIN_FOUND = 0.99
 # The visible reader alone (structured data stripped): price 0.741, sku 0.757, a product on
 # 47 of 69 pages. Pages without markup depend on it.
 VISIBLE_FLOORS = {"price": 0.73, "sku": 0.75}
