@@ -84,7 +84,10 @@ class KnownRobots:
         policy = known.policy if known is not None else None
         if policy is None or policy.rules is None or self._clock() >= policy.expires_at:
             return False
-        return not policy.allows(url, agents(user_agent))
+        try:
+            return not policy.allows(url, agents(user_agent))
+        except ValueError:  # a URL the rules cannot judge: the fetcher's to report
+            return False
 
     async def _read(self, key: str) -> _Known | None:
         known = self._known.get(key)
