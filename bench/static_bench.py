@@ -13,7 +13,8 @@ and prints, per round and as medians:
   backends of the round's own database, which stays readable when other work shares the
   server), of Scrapy, and of nginx serving each;
 - peak RSS (VmHWM) of each process;
-- completeness: every ok fetch has a stored payload, every product of the site's truth is in
+- completeness: the job's entries (and how many robots.txt settled at admission, never
+  dispatched), every ok fetch has a stored payload, every product of the site's truth is in
   Postgres with the truth's price, Scrapy's items, and whether both fetched the same pages
   (from nginx's access log).
 
@@ -54,6 +55,7 @@ from bench.harness import (
     tree_cpu,
 )
 from control.supervisor import parse_scale
+from services.scheduler.store.frontier import ROBOTS_ERROR
 
 HOST = "127.0.0.2"
 SOURCE = "static"
@@ -362,6 +364,14 @@ async def trawl_round(
                 "ORDER BY 2 DESC",
                 crawl.job_id,
             )
+            # Entries, and those a known robots.txt settled at admission (never dispatched).
+            entries, settled = await conn.fetchrow(
+                "SELECT count(*), count(*) FILTER (WHERE a.error = $2) FROM entries e "
+                "LEFT JOIN attempts a ON a.attempt_id = e.id || '.1' "
+                "AND a.outcome = 'robots_disallowed' WHERE e.job_id = $1",
+                crawl.job_id,
+                ROBOTS_ERROR,
+            )
             rows = await conn.fetch("SELECT sku, price FROM products WHERE source = $1", SOURCE)
         bodies = await stack.payload_messages()
     requests = nginx.requests(off0, off1)
@@ -374,6 +384,7 @@ async def trawl_round(
     rss.update({"nats-server": nats_hwm, "postgres bench db": pg.hwm})
     lines = [
         f"job {crawl.status}; attempts: " + ", ".join(f"{r['outcome']} {r['n']}" for r in outcomes),
+        f"entries: {entries}; robots_disallowed settled at admission (never dispatched): {settled}",
         f"payloads: {stored}/{ok} ok fetches have a stored payload ({bodies} bodies in the store)",
         f"products in Postgres: {len(rows)}; of the truth's {len(truth)}: {len(truth) - missing}"
         f" present, {missing} missing, {wrong} with another price",

@@ -138,6 +138,12 @@ class Metrics:
             description="Seconds between an entry being allowed to go and its dispatch.",
             explicit_bucket_boundaries_advisory=LAG_BUCKETS,
         )
+        self.settled = self.counter(
+            "trawl.admission.robots_disallowed",
+            "Links admitted done as robots_disallowed by a robots.txt the fetchers had already "
+            "fetched: never dispatched.",
+            unit="{entry}",
+        )
         self.retries = self.counter(
             "trawl.fetch.retries",
             "Fetches scheduled for a retry, by the outcome that caused it.",
@@ -208,6 +214,10 @@ class Metrics:
         if self.enabled:
             for lag in lags:
                 self.dispatch_lag.record(max(0.0, lag))
+
+    def robots_settled(self, count: int) -> None:
+        if count:
+            self.settled.add(count)
 
     def fetch_applied(self, state: str, outcome: str) -> None:
         """An entry's new state after its fetch result: ``waiting`` = a retry is scheduled."""

@@ -17,104 +17,49 @@ following redirects: treated as unavailable (allow), as the RFC permits. When a 
 but an earlier good copy exists, that copy stays in force (§2.4: a cached copy may be used while
 robots.txt is unreachable).
 
-User-agent matching: we identify ourselves to robots.txt by the product token ``trawl``
-(``user_agent_token``), whatever browser identity the request carries; Protego picks the most
-specific group for it and falls back to ``*``. When a source brings its own crawler UA
-(``user_agent``), its group is honoured as well: a URL is allowed only if both agree, and the
-longer crawl-delay wins, so a site that singles out either name is obeyed.
+What a record says (its parse, and the verdict for our agents: the token ``trawl`` and the
+source's own crawler UA) is shared/robots.py's, which the scheduler reads records with too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import msgspec
 import nats.errors
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-from protego import Protego
 from yarl import URL
 
 from shared.lru import LRU
+from shared.robots import (
+    TOKEN,
+    RobotsPolicy,
+    RobotsRecord,
+    RobotsVerdict,
+    agents,
+    encode_record,
+    is_failure,
+    parse_record,
+    read_record,
+    robots_key,
+    robots_url_of,
+)
 
 if TYPE_CHECKING:
     from nats.js.kv import KeyValue
+
+__all__ = ["FetchRobots", "RobotsCache", "RobotsVerdict", "is_failure", "robots_key"]
 
 log = logging.getLogger(__name__)
 
 FetchRobots = Callable[[str], Awaitable[tuple[int | None, bytes]]]
 
 MAX_BODY = 500 * 1024  # RFC 9309 §2.5: parse at least 500 KiB; the rest is ignored
-_HOST_KEY_SAFE = re.compile(r"[a-z0-9-]+(\.[a-z0-9-]+)*")
 _POLL_FIRST, _POLL_MAX = 0.02, 0.25
-
-
-class RobotsVerdict(msgspec.Struct, frozen=True):
-    allowed: bool
-    crawl_delay: float | None
-
-
-class _Record(msgspec.Struct, frozen=True):
-    """What one origin's key holds in KV."""
-
-    status: int | None  # None: unreachable
-    body: bytes  # base64 in JSON
-    fetched_at: float  # unix time of the fetch that produced body/status
-    expires_at: float  # unix time after which a replica re-fetches
-
-
-_encode = msgspec.json.Encoder().encode
-_decode = msgspec.json.Decoder(_Record).decode
-
-
-@dataclass(slots=True)
-class _Policy:
-    """A parsed record: ``rules`` when there are any, else a blanket ``allow_all``."""
-
-    revision: int
-    expires_at: float
-    checked_at: float
-    rules: Protego | None
-    allow_all: bool
-
-    def verdict(self, url: str, agents: tuple[str, ...]) -> RobotsVerdict:
-        if self.rules is None:
-            return RobotsVerdict(allowed=self.allow_all, crawl_delay=None)
-        allowed = all(self.rules.can_fetch(url, agent) for agent in agents)
-        delays = [d for agent in agents if (d := self._delay(agent)) is not None]
-        return RobotsVerdict(allowed=allowed, crawl_delay=max(delays) if delays else None)
-
-    def _delay(self, agent: str) -> float | None:
-        assert self.rules is not None
-        delay = self.rules.crawl_delay(agent)
-        # Our group may set rules but no delay; the `*` group's delay still applies to us.
-        return self.rules.crawl_delay("*") if delay is None else delay
-
-
-def is_failure(status: int | None) -> bool:
-    """Statuses that mean "assume complete disallow for now" (RFC 9309 §2.3.1.4)."""
-    return status is None or status >= 500 or status == 429 or status < 200
-
-
-def robots_key(url: URL) -> str:
-    """The KV key of a URL's origin, e.g. ``https_shop.example_443``.
-
-    KV keys allow only ``[-/_=.a-zA-Z0-9]``: plain hostnames pass as they are, anything else
-    (IPv6 literals, underscores) is escaped as ``=XX`` per character. ``_`` separates the parts
-    and is always escaped inside the host, so distinct origins never share a key.
-    """
-    host = (url.raw_host or "").rstrip(".").lower()
-    if not _HOST_KEY_SAFE.fullmatch(host):
-        host = "".join(
-            c if (c.isalnum() and c.isascii()) or c == "-" else f"={ord(c):02X}" for c in host
-        )
-    return f"{url.scheme}_{host}_{url.port}"
 
 
 class RobotsCache:
@@ -131,7 +76,7 @@ class RobotsCache:
         fetch_robots: FetchRobots,
         *,
         ttl: float = 3600.0,
-        user_agent_token: str = "trawl",
+        user_agent_token: str = TOKEN,
         error_ttl: float = 600.0,
         lease_wait: float = 5.0,
         recheck: float = 60.0,
@@ -146,19 +91,15 @@ class RobotsCache:
         self._lease_wait = lease_wait
         self._recheck = recheck
         self._clock = clock
-        self._parsed: LRU[str, _Policy] = LRU(max_parsed)
-        self._loading: dict[str, asyncio.Task[_Policy]] = {}
+        self._parsed: LRU[str, RobotsPolicy] = LRU(max_parsed)
+        self._loading: dict[str, asyncio.Task[RobotsPolicy]] = {}
 
     async def check(self, url: str, user_agent: str | None = None) -> RobotsVerdict:
-        parsed = URL(url)
-        if parsed.scheme not in ("http", "https") or not parsed.raw_host:
-            raise ValueError(f"robots.txt applies to http(s) URLs, not {url!r}")
-        agents = (self._token,) if not user_agent else (self._token, user_agent)
-        policy = await self._policy(parsed)
-        return policy.verdict(url, agents)
+        policy = await self._policy(robots_url_of(url))
+        return policy.verdict(url, agents(user_agent, self._token))
 
     # -- the in-process layer ---------------------------------------------------------------
-    async def _policy(self, url: URL) -> _Policy:
+    async def _policy(self, url: URL) -> RobotsPolicy:
         key = robots_key(url)
         now = self._clock()
         policy = self._parsed.get(key)
@@ -177,14 +118,14 @@ class RobotsCache:
             task.add_done_callback(lambda t: self._loaded(key, t))
         return await asyncio.shield(task)
 
-    def _loaded(self, key: str, task: asyncio.Task[_Policy]) -> None:
+    def _loaded(self, key: str, task: asyncio.Task[RobotsPolicy]) -> None:
         self._loading.pop(key, None)
         if task.cancelled() or task.exception() is not None:
             return
         self._parsed.put(key, task.result())
 
     # -- the shared layer -------------------------------------------------------------------
-    async def _load(self, url: URL, key: str, known: _Policy | None) -> _Policy:
+    async def _load(self, url: URL, key: str, known: RobotsPolicy | None) -> RobotsPolicy:
         stored = await self._get(key)
         now = self._clock()
         if stored is not None and now < stored[0].expires_at:
@@ -196,24 +137,12 @@ class RobotsCache:
         record, revision = await self._refresh(url, key, stale=stored)
         return self._parse(record, revision)
 
-    async def _get(self, key: str) -> tuple[_Record, int] | None:
-        try:
-            entry = await self._kv.get(key)
-        except KeyNotFoundError:
-            return None
-        if entry.value is None:
-            return None
-        try:
-            return _decode(entry.value), entry.revision or 0
-        except msgspec.DecodeError:
-            log.warning(
-                "robots record unreadable", extra={"action": "robots_bad_record", "key": key}
-            )
-            return None
+    async def _get(self, key: str) -> tuple[RobotsRecord, int] | None:
+        return await read_record(self._kv, key)
 
     async def _refresh(
-        self, url: URL, key: str, stale: tuple[_Record, int] | None
-    ) -> tuple[_Record, int]:
+        self, url: URL, key: str, stale: tuple[RobotsRecord, int] | None
+    ) -> tuple[RobotsRecord, int]:
         lease_key = f"lease.{key}"
         stale_revision = stale[1] if stale else None
         lease, deadline = await self._take_lease(lease_key)
@@ -230,7 +159,7 @@ class RobotsCache:
                 if current is not None and current[1] != stale_revision:
                     return current
             record = await self._fetch(url, previous=stale[0] if stale else None)
-            revision = await self._kv.put(key, _encode(record))
+            revision = await self._kv.put(key, encode_record(record))
             return record, revision
         finally:
             if lease is not None:
@@ -268,7 +197,7 @@ class RobotsCache:
 
     async def _await_record(
         self, key: str, stale_revision: int | None, *, deadline: float
-    ) -> tuple[_Record, int] | None:
+    ) -> tuple[RobotsRecord, int] | None:
         interval = _POLL_FIRST
         while True:
             stored = await self._get(key)
@@ -280,7 +209,7 @@ class RobotsCache:
             await asyncio.sleep(min(interval, remaining))
             interval = min(interval * 2, _POLL_MAX)
 
-    async def _fetch(self, url: URL, previous: _Record | None) -> _Record:
+    async def _fetch(self, url: URL, previous: RobotsRecord | None) -> RobotsRecord:
         robots_url = str(url.origin().with_path("/robots.txt"))
         try:
             status, body = await self._fetch_robots(robots_url)
@@ -299,18 +228,13 @@ class RobotsCache:
         if is_failure(status):
             if previous is not None and not is_failure(previous.status):
                 # Keep obeying the last good copy while the origin is failing (§2.4).
-                return _Record(
+                return RobotsRecord(
                     previous.status, previous.body, previous.fetched_at, now + self._error_ttl
                 )
-            return _Record(status, b"", now, now + self._error_ttl)
+            return RobotsRecord(status, b"", now, now + self._error_ttl)
         assert status is not None  # is_failure(None) above
         kept = body[:MAX_BODY] if 200 <= status < 300 else b""  # a 4xx body is an error page
-        return _Record(status, kept, now, now + self._ttl)
+        return RobotsRecord(status, kept, now, now + self._ttl)
 
-    def _parse(self, record: _Record, revision: int) -> _Policy:
-        now = self._clock()
-        status = record.status
-        if status is not None and 200 <= status < 300:
-            rules = Protego.parse(record.body.decode("utf-8", errors="replace"))
-            return _Policy(revision, record.expires_at, now, rules, allow_all=True)
-        return _Policy(revision, record.expires_at, now, None, allow_all=not is_failure(status))
+    def _parse(self, record: RobotsRecord, revision: int) -> RobotsPolicy:
+        return parse_record(record, revision, self._clock())

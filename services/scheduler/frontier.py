@@ -13,6 +13,7 @@ from schemas.messages import ApiRequest
 from schemas.source import Source
 from services.scheduler import store
 from services.scheduler.priority import base_priority
+from services.scheduler.robots import RobotsAtAdmission
 from services.scheduler.seen import JobLinks
 from services.scheduler.store import Conn
 from services.scheduler.store.frontier import NewEntry
@@ -79,12 +80,15 @@ class Admission:
         now: float | None = None,
         traceparent: str | None = None,
         seen: JobLinks | None = None,
+        robots: RobotsAtAdmission | None = None,
     ) -> int:
         """Insert new entries (duplicates within the job are ignored). Returns how many.
 
         ``now`` (epoch seconds) is the enqueue time for aging; the database clock by default.
         ``seen``: the links this replica knows are in the job already are not sent to Postgres;
         the ones sent are staged on it (remembered once the caller's transaction commits).
+        ``robots``: the new entries a known robots.txt disallows are admitted settled (done,
+        ``robots_disallowed``), never dispatched (services/scheduler/robots.py).
         """
         entries: dict[tuple[str, str], NewEntry] = {}
         for c in candidates:
@@ -108,7 +112,7 @@ class Admission:
                     priority=base_priority(c.kind, boost),
                     request=msgspec.json.encode(c.request).decode() if c.request else None,
                     pagination_hops=c.pagination_hops,
-                    unchanged=False,
+                    outcome=None,
                     referrer=c.referrer,
                 )
         if not entries:
@@ -118,17 +122,38 @@ class Admission:
             domains = sorted({e.domain for e in entries.values()})
             await store.frontier.set_domains_policy(conn, domains, pace)
         unchanged = await self._unchanged(conn, candidates)
+        settled = [
+            e._replace(outcome=await self._settled(e.url, e.url in unchanged, robots))
+            for e in entries.values()
+        ]
         admitted = await store.frontier.admit(
             conn,
             job_id,
-            [e._replace(unchanged=e.url in unchanged) for e in entries.values()],
+            settled,
             pace=pace,
             now=now,
             traceparent=traceparent if traceparent is not None else current_traceparent(),
         )
         if seen is not None:
             seen.stage(entries)  # inserted now or there already: in the job either way
-        return admitted
+        if robots is not None:
+            robots.settled += admitted.disallowed
+        return admitted.entries
+
+    async def _settled(
+        self, url: str, unchanged: bool, robots: RobotsAtAdmission | None
+    ) -> str | None:
+        """The outcome a new entry enters done with, or None: it is pending work. A sitemap's
+        unchanged URL stays ``not_modified`` (its products count as seen), as before."""
+        if unchanged:
+            return "not_modified"
+        if (
+            robots is not None
+            and self.source.robots == "obey"
+            and await robots.disallows(url, self.source.user_agent)
+        ):
+            return "robots_disallowed"
+        return None
 
     async def _unchanged(self, conn: Conn, candidates: list[Candidate]) -> set[str]:
         """URLs a sitemap says have not changed since our stored copy: they enter the job done

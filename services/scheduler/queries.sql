@@ -219,34 +219,50 @@ SELECT url FROM catalog_product_urls WHERE source = $1 ORDER BY url
 -- == the frontier: admission ==================================================================
 
 -- name: admit_entries
--- New entries of a job; duplicates within the job are ignored. A URL a sitemap says has not
--- changed since our stored copy enters done (not_modified). Their domains are registered and
--- marked as having pending work in the same statement (one round trip): a discovered domain
--- gets the source's pace ($14 max_in_flight, $15 min_delay, $16 max_delay) on first sight, a
--- known one keeps its own. $17: the linking page of each entry (its Referer). A false alarm (every URL was a duplicate) is cleared by the next
--- claim that finds the domain dry.
+-- New entries of a job; duplicates within the job are ignored. $12: an entry settled at
+-- admission enters done with that outcome: not_modified (a sitemap says our stored copy is
+-- current) or robots_disallowed (a known robots.txt disallows it: attempt 1 and its history
+-- row, as the fetcher's result would have left them). The domains are registered and marked as
+-- having pending work in the same statement (one round trip): a discovered domain gets the
+-- source's pace ($14 max_in_flight, $15 min_delay, $16 max_delay) on first sight, a known one
+-- keeps its own; only an entry left pending marks its domain. $17: the linking page of each
+-- entry (its Referer); $18: the history row's error. A false alarm (every URL was a duplicate)
+-- is cleared by the next claim that finds the domain dry. Returns (admitted, settled by
+-- robots.txt).
 WITH marked AS (
     INSERT INTO domains (domain, max_in_flight, min_delay, max_delay, has_pending)
-    SELECT DISTINCT d, $14::int, $15::float8, $16::float8, true FROM unnest($3::text[]) AS d ORDER BY d
-    ON CONFLICT (domain) DO UPDATE SET has_pending = true WHERE NOT domains.has_pending
+    SELECT d, $14::int, $15::float8, $16::float8, bool_or(o IS NULL)
+    FROM unnest($3::text[], $12::text[]) AS u(d, o) GROUP BY d ORDER BY d
+    ON CONFLICT (domain) DO UPDATE SET has_pending = true
+    WHERE NOT domains.has_pending AND EXCLUDED.has_pending
+    RETURNING 1
+), admitted AS (
+    INSERT INTO entries (job_id, url, domain, kind, depth, keyword, priority, rank, traceparent,
+                         request, request_key, state, last_outcome, attempts, pagination_hops,
+                         referrer)
+    SELECT $1, u.url, u.domain, u.kind, u.depth, u.keyword, u.priority,
+           u.priority - 10 * floor(coalesce($8::float8, extract(epoch FROM now())) / 60) / 60,
+           $9, u.request::jsonb, u.request_key,
+           CASE WHEN u.outcome IS NULL THEN 'pending' ELSE 'done' END, u.outcome,
+           CASE WHEN u.outcome = 'robots_disallowed' THEN 1 ELSE 0 END, u.hops, u.referrer
+    FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::int[],
+                $10::text[], $11::text[], $12::text[], $13::int[], $17::text[])
+         AS u(url, domain, kind, depth, keyword, priority, request, request_key, outcome, hops,
+              referrer)
+    -- The domains first (an init plan runs before the first row), then the entries in a
+    -- stable lock order: concurrent admits of overlapping URLs cannot deadlock.
+    WHERE (SELECT count(*) FROM marked) >= 0
+    ORDER BY u.url, u.request_key
+    ON CONFLICT (job_id, url, request_key) DO NOTHING
+    RETURNING id, job_id, url, last_outcome
+), settled AS (
+    INSERT INTO attempts (attempt_id, entry_id, job_id, url, outcome, error)
+    SELECT a.id || '.1', a.id, a.job_id, a.url, a.last_outcome, $18
+    FROM admitted a WHERE a.last_outcome = 'robots_disallowed'
+    ORDER BY a.id
     RETURNING 1
 )
-INSERT INTO entries (job_id, url, domain, kind, depth, keyword, priority, rank, traceparent,
-                     request, request_key, state, last_outcome, pagination_hops, referrer)
-SELECT $1, u.url, u.domain, u.kind, u.depth, u.keyword, u.priority,
-       u.priority - 10 * floor(coalesce($8::float8, extract(epoch FROM now())) / 60) / 60, $9,
-       u.request::jsonb, u.request_key,
-       CASE WHEN u.unchanged THEN 'done' ELSE 'pending' END,
-       CASE WHEN u.unchanged THEN 'not_modified' END, u.hops, u.referrer
-FROM unnest($2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::int[], $10::text[],
-            $11::text[], $12::boolean[], $13::int[], $17::text[])
-     AS u(url, domain, kind, depth, keyword, priority, request, request_key, unchanged, hops,
-          referrer)
--- The domains first (an init plan runs before the first row), then the entries in a stable
--- lock order: concurrent admits of overlapping URLs cannot deadlock.
-WHERE (SELECT count(*) FROM marked) >= 0
-ORDER BY u.url, u.request_key
-ON CONFLICT (job_id, url, request_key) DO NOTHING
+SELECT (SELECT count(*) FROM admitted) AS admitted, (SELECT count(*) FROM settled) AS settled
 
 -- name: set_domains_policy
 -- A job's start sets its domains' pace from the source, before admitting its seeds, and marks

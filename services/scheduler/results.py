@@ -24,6 +24,7 @@ from services.scheduler.jobs import JobSources
 from services.scheduler.priority import job_boost
 from services.scheduler.proxies import record_proxy_outcome
 from services.scheduler.retry import capped_wait, retry_delay
+from services.scheduler.robots import RobotsAtAdmission
 from services.scheduler.seen import JobLinks, SeenLinks
 from services.scheduler.store import Conn
 from shared.api_template import request_key
@@ -191,10 +192,14 @@ async def _pace_domains(
 
 
 async def apply_parse_result(
-    conn: Conn, result: ParseResult, job_sources: JobSources, seen: SeenLinks | None = None
+    conn: Conn,
+    result: ParseResult,
+    job_sources: JobSources,
+    seen: SeenLinks | None = None,
+    robots: RobotsAtAdmission | None = None,
 ) -> tuple[Applied | None, int]:
     """One parse result (see ``apply_parse_results``): (applied, links admitted)."""
-    return (await apply_parse_results(conn, [result], job_sources, seen))[0]
+    return (await apply_parse_results(conn, [result], job_sources, seen, robots=robots))[0]
 
 
 async def apply_parse_results(
@@ -203,6 +208,7 @@ async def apply_parse_results(
     job_sources: JobSources,
     seen: SeenLinks | None = None,
     traceparents: list[str | None] | None = None,
+    robots: RobotsAtAdmission | None = None,
 ) -> list[tuple[Applied | None, int]]:
     """Admit each result's discovered links and close its entry, or, when the fetch result is
     not in yet, mark it parsed so that the fetch result closes it; one transaction for the
@@ -213,7 +219,8 @@ async def apply_parse_results(
     ``seen``: the links this replica knows are in the job already skip the admission query;
     the links sent to it are remembered once the transaction has committed (not when it is
     nested in a caller's transaction, which may still roll back). ``traceparents``: the
-    trace each result's new entries continue (the current one by default).
+    trace each result's new entries continue (the current one by default). ``robots``: links
+    a known robots.txt disallows are admitted settled, never dispatched (robots.py).
     """
     views: dict[int, JobLinks] = {}
     async with conn.transaction():
@@ -242,7 +249,9 @@ async def apply_parse_results(
             if seen is not None:
                 links = views.setdefault(r.attempt.job_id, seen.job(r.attempt.job_id))
             traceparent = traceparents[i] if traceparents is not None else None
-            change, admitted = await _parse_result(conn, entry, r, job_sources, links, traceparent)
+            change, admitted = await _parse_result(
+                conn, entry, r, job_sources, links, traceparent, robots
+            )
             changes.append(change)
             terminal = change.closes or change.failed
             state = "failed" if change.failed else None
@@ -262,6 +271,7 @@ async def _parse_result(
     job_sources: JobSources,
     seen: JobLinks | None,
     traceparent: str | None,
+    robots: RobotsAtAdmission | None = None,
 ) -> tuple[store.results.EntryParsed, int]:
     """Admit one result's links; the entry's change, and how many links were admitted."""
     attempt = result.attempt
@@ -298,7 +308,13 @@ async def _parse_result(
             conn, source, images, attempt.depth + 1, referrer=attempt.url
         )
         admitted = await admission.admit(
-            conn, attempt.job_id, candidates, boost=boost, seen=seen, traceparent=traceparent
+            conn,
+            attempt.job_id,
+            candidates,
+            boost=boost,
+            seen=seen,
+            traceparent=traceparent,
+            robots=robots,
         )
     return store.results.EntryParsed(
         attempt.entry_id,

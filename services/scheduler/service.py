@@ -18,6 +18,7 @@ from services.scheduler.batches import GroupCommit
 from services.scheduler.dispatch import Dispatcher
 from services.scheduler.jobs import JobSources, complete_and_announce, publish_event
 from services.scheduler.results import Applied, apply_fetch_results, apply_parse_results
+from services.scheduler.robots import KnownRobots
 from services.scheduler.schedules import claim_due, record_run
 from services.scheduler.seen import SeenLinks
 from services.scheduler.store import Conn
@@ -42,6 +43,8 @@ class Scheduler:
         self.periods = periods or Periods()
         self.job_sources = JobSources()
         self.seen = SeenLinks()  # links known to be in their job: skip the admission query
+        # robots.txt the fetchers know: links it disallows are settled, never dispatched.
+        self.robots = KnownRobots(lambda: rt.js.key_value(rt.names.robots_bucket))
         self.dispatcher = Dispatcher(
             self.pool, rt.js, rt.names, self.job_sources, metrics=rt.metrics
         )
@@ -142,6 +145,7 @@ class Scheduler:
         return applied
 
     async def _apply_parsed(self, items: list[tuple[ParseResult, str | None]]) -> list[None]:
+        robots = self.robots.batch()
         async with self.pool.acquire() as conn:
             try:
                 applied = await apply_parse_results(
@@ -150,9 +154,11 @@ class Scheduler:
                     self.job_sources,
                     self.seen,
                     traceparents=[traceparent for _, traceparent in items],
+                    robots=robots,
                 )
             except asyncpg.DeadlockDetectedError as exc:
                 raise Retry("deadlock", delay=0.2) from exc
+            self.rt.metrics.robots_settled(robots.settled)
             # A job this group left an entry open in (parsed before its fetch result) cannot
             # be complete. (Admitted links need not be open: a sitemap's unchanged URLs
             # enter done.)

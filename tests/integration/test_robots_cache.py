@@ -15,8 +15,8 @@ from nats.js.kv import KeyValue
 from protego import Protego
 from yarl import URL
 
-from services.fetcher import robots as robots_module
 from services.fetcher.robots import RobotsCache, RobotsVerdict, robots_key
+from shared import robots as robots_module
 
 NATS_URL = "nats://127.0.0.1:4222"
 

@@ -22,8 +22,18 @@ class NewEntry(NamedTuple):
     priority: int
     request: str | None  # the ApiRequest as JSON
     pagination_hops: int
-    unchanged: bool  # a sitemap says our stored copy is current: admitted done
+    # Settled at admission, entering done with this outcome: ``not_modified`` (a sitemap says
+    # our stored copy is current) or ``robots_disallowed`` (a known robots.txt disallows it).
+    outcome: str | None
     referrer: str | None = None  # the page that linked it (sent as Referer); None for seeds
+
+
+class Admitted(NamedTuple):
+    entries: int  # inserted (the others were in the job already)
+    disallowed: int  # of which settled as robots_disallowed
+
+
+ROBOTS_ERROR = "disallowed by robots.txt (known when the link was admitted: never dispatched)"
 
 
 class StoredCopy(NamedTuple):
@@ -48,15 +58,17 @@ async def admit(
     pace: tuple[float, float, int],
     now: float | None,
     traceparent: str | None,
-) -> int:
-    """Insert new entries (duplicates within the job are ignored); returns how many. Their
-    domains are registered with the pace ``(min_delay, max_delay, max_in_flight)`` on first
-    sight (a known domain keeps its own) and marked as having pending work.
+) -> Admitted:
+    """Insert new entries (duplicates within the job are ignored); returns how many, and how
+    many of them a known robots.txt settled (each with its history row). Their domains are
+    registered with the pace ``(min_delay, max_delay, max_in_flight)`` on first sight (a known
+    domain keeps its own), and those of the entries left pending are marked as having pending
+    work (an entry settled at admission is no work).
 
     ``now`` (epoch seconds) is the enqueue time for aging; the database clock when None.
     """
     lo, hi, n = pace
-    status = await conn.execute(
+    row = await conn.fetchrow(
         Q.admit_entries,
         job_id,
         [e.url for e in entries],
@@ -69,14 +81,16 @@ async def admit(
         traceparent,
         [e.request for e in entries],
         [e.request_key for e in entries],
-        [e.unchanged for e in entries],
+        [e.outcome for e in entries],
         [e.pagination_hops for e in entries],
         n,
         lo,
         hi,
         [e.referrer for e in entries],
+        ROBOTS_ERROR,
     )
-    return affected(status)
+    assert row is not None
+    return Admitted(row["admitted"], row["settled"])
 
 
 async def stored_copies(conn: Conn, source: str, urls: list[str]) -> dict[str, StoredCopy]:
