@@ -20,7 +20,7 @@ from shared import names as n
 from shared.channels import Channel
 from shared.names import Names
 from shared.settings import nats_servers
-from shared.telemetry import inject, tracer
+from shared.telemetry import inject, tracer, tracing_enabled
 
 log = logging.getLogger("trawl.bus")
 
@@ -120,26 +120,38 @@ async def publish(
     publishes its messages with ``send``, typed by the channel. Raises ``Unpublishable`` for a
     message that no retry can publish."""
     data = message if isinstance(message, bytes) else _encoded(message)
+    # No exporter: the no-op tracer's span would only repeat the current span's context, which
+    # inject() carries without it (the span cost ~8 µs a publish).
+    if not tracing_enabled():
+        await _acked(js, subject, data, _with_id(inject(headers), msg_id), attempts)
+        return
     with tracer().start_as_current_span(
         f"{subject} publish",
         kind=SpanKind.PRODUCER,
         attributes={"messaging.system": "nats", "messaging.destination.name": subject},
     ):
-        hdrs = inject(headers)
-        if msg_id:
-            hdrs[n.MSG_ID] = msg_id
-        for attempt in range(1, attempts + 1):
-            try:
-                await js.publish(subject, data, headers=hdrs)
-                return
-            except nats.errors.MaxPayloadError as exc:
-                raise Unpublishable(
-                    f"{len(data)} bytes exceed the max payload on {subject}"
-                ) from exc
-            except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
-                if attempt == attempts:
-                    raise
-                await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
+        await _acked(js, subject, data, _with_id(inject(headers), msg_id), attempts)
+
+
+def _with_id(headers: dict[str, str], msg_id: str | None) -> dict[str, str]:
+    if msg_id:
+        headers[n.MSG_ID] = msg_id
+    return headers
+
+
+async def _acked(
+    js: JetStreamContext, subject: str, data: bytes, headers: dict[str, str], attempts: int
+) -> None:
+    for attempt in range(1, attempts + 1):
+        try:
+            await js.publish(subject, data, headers=headers)
+            return
+        except nats.errors.MaxPayloadError as exc:
+            raise Unpublishable(f"{len(data)} bytes exceed the max payload on {subject}") from exc
+        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+            if attempt == attempts:
+                raise
+            await asyncio.sleep(min(2.0, 0.1 * 2**attempt))
 
 
 async def publish_many(

@@ -1,4 +1,5 @@
-"""Raw payload storage: gzip bodies, content-addressed by the SHA-256 of the raw body.
+"""Raw payload storage: gzip bodies, content-addressed by the SHA-256 of the raw body. The gzip
+is ours, or the server's own when it sent one (kept as sent by the fetcher: no second compression).
 
 The JetStream implementation keeps each body as one message on ``<ns>.payload.<sha256>`` in a
 stream with ``max_msgs_per_subject=1`` and direct get: NOTES.md §7 measured that 4-5x faster
@@ -44,7 +45,7 @@ class StoredPayload:
 
 
 class PayloadStore(Protocol):
-    async def put(self, body: bytes | bytearray) -> StoredPayload: ...
+    async def put(self, body: bytes | bytearray, packed: bytes | None = None) -> StoredPayload: ...
 
     async def get(self, ref: str) -> bytes: ...
 
@@ -61,10 +62,14 @@ class JetStreamPayloadStore:
         self.names = names
         self._objects: ObjectStore | None = None
 
-    async def put(self, body: bytes | bytearray) -> StoredPayload:
+    async def put(self, body: bytes | bytearray, packed: bytes | None = None) -> StoredPayload:
+        """``packed``: the body's gzip made already (a server's, which the caller checked
+        decodes to exactly ``body``), stored as is; otherwise the body is compressed here.
+        Either way the address is the SHA-256 of the body itself."""
         # A bytearray is taken as is (the fetcher reads a body into one): no copy to bytes.
         digest = hashlib.sha256(body).hexdigest()
-        packed = await _maybe_offload(compress, body)
+        if packed is None:
+            packed = await _maybe_offload(compress, body)
         if len(packed) <= MAX_INLINE:
             await self.js.publish(
                 self.names.payload(digest), packed, headers={n.MSG_ID: f"payload-{digest}"}

@@ -105,7 +105,7 @@ class Trust:
 
 
 class _WreqAnswer:
-    __slots__ = ("_resp", "complete", "content_length", "headers", "status")
+    __slots__ = ("_resp", "complete", "content_length", "gzip", "headers", "status")
 
     def __init__(self, resp: wreq.Response) -> None:
         self._resp = resp
@@ -114,8 +114,14 @@ class _WreqAnswer:
         headers: CIMultiDict[str] = CIMultiDict()
         for name, value in resp.headers:
             headers.add(bytes(name).decode("latin-1"), bytes(value).decode("latin-1"))
-        self.headers = headers
         self.content_length = resp.content_length if "Content-Encoding" not in headers else None
+        # gzip comes as sent (the client's gzip decoder is off) and is inflated by http.py;
+        # its headers go as the decoder left them, so nothing downstream sees the difference.
+        self.gzip = headers.get("Content-Encoding", "").strip().lower() == "gzip"
+        if self.gzip:
+            headers.popall("Content-Encoding")
+            headers.popall("Content-Length", None)
+        self.headers = headers
 
     async def chunks(self) -> AsyncIterator[bytes | memoryview]:
         try:
@@ -173,7 +179,8 @@ class BrowserSession:
             "cookie_provider": self.jar,
             "tls_verify": self.trust.verify(),
             "referer": False,
-            "gzip": True,
+            # Off: the member is kept as sent and stored without compressing again (inflate.py).
+            "gzip": False,
             "deflate": True,
             "brotli": True,
             "zstd": True,

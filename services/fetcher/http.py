@@ -21,6 +21,7 @@ from multidict import CIMultiDict
 from yarl import URL
 
 from schemas.outcomes import classify_status
+from services.fetcher.inflate import Inflater
 from services.fetcher.proxies import Proxy
 from shared.guard import (
     Allowlist,
@@ -44,9 +45,10 @@ class Answer(Protocol):
     status: int
     headers: CIMultiDict[str]
     content_length: int | None
+    gzip: bool  # chunks() gives a gzip member as sent (``inflate.py``), not the body
 
     def chunks(self) -> AsyncIterator[bytes | memoryview]:
-        """The decompressed body, as it arrives."""
+        """The decompressed body (or the gzip member, see ``gzip``), as it arrives."""
         ...
 
 
@@ -65,6 +67,7 @@ class Transport(Protocol):
 
 class _AiohttpAnswer:
     __slots__ = ("_resp", "content_length", "headers", "status")
+    gzip = False  # aiohttp decompresses every encoding itself
 
     def __init__(self, resp: aiohttp.ClientResponse) -> None:
         self._resp = resp
@@ -111,6 +114,9 @@ class Response:
     status: int | None = None
     headers: CIMultiDict[str] = field(default_factory=CIMultiDict)  # case-insensitive
     body: bytes | bytearray | None = None  # a bytearray when read here: filled in place
+    # The server's gzip member of ``body``, checked to decode to exactly it: stored as is. A
+    # Response built with another body (a rendered page) has none.
+    gzip: bytes | None = None
     error: str | None = None
     elapsed_ms: float = 0.0
     retry_after: float | None = None
@@ -260,13 +266,19 @@ async def _read(
     # is copied once, into one buffer that becomes the body: never a list of chunks and their
     # join in memory at the same time (the body was held twice).
     body = bytearray()
+    inflater = Inflater() if resp.gzip else None
     async for chunk in resp.chunks():
+        if inflater is not None:
+            chunk = inflater.feed(chunk, max_bytes - len(body) + 1)
         if len(body) + len(chunk) > max_bytes:
             if truncate:
                 body += chunk[: max_bytes - len(body)]
-                break
+                out.body = body
+                return out
             out.outcome, out.error = "rejected", f"body exceeds {max_bytes} bytes"
             return out
         body += chunk
+    if inflater is not None:
+        out.gzip = inflater.finish()
     out.body = body
     return out

@@ -454,7 +454,7 @@ class Fetcher:
         payload_ref = None
         size = 0
         if resp.outcome == "ok" and resp.body is not None:
-            stored = await self.store.put(resp.body)
+            stored = await self.store.put(resp.body, resp.gzip)
             payload_ref, size = stored.ref, stored.size
             self.counts.stored.add(size)
         self.counts.requests.add()

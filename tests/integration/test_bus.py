@@ -22,6 +22,7 @@ from shared.metrics import Metrics
 from shared.names import Names
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.provision import consumer_specs, provision
+from shared.telemetry import producer_span
 from tests.support.streams import dead_letters
 
 
@@ -264,3 +265,25 @@ async def test_the_parser_publishes_what_it_can_and_a_failure_when_nothing_fits(
     failed = await published()
     assert failed.failed and failed.products == [] and failed.attempt == attempt(2)
     assert failed.error is not None and failed.error.startswith("result not publishable")
+
+
+async def test_without_an_exporter_a_stored_trace_still_travels_with_what_is_published(
+    nc, namespace
+):
+    """No tracer provider here (as in a service without OTEL_* settings): publish skips its
+    span, but the trace a producer span continues still reaches the next service."""
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names)
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    traceparent = f"00-{trace_id}-b7ad6b7169203331-01"
+    result = ParseResult(attempt=Attempt(entry_id=1, job_id=1, source="s", url="http://a/"))
+    with producer_span(names.parsed, traceparent, as_parent=True):
+        await send(js, names, PARSE_RESULTS, result, msg_id="traced")
+    await send(js, names, PARSE_RESULTS, result, msg_id="untraced")
+    stream = names.stream(PARSE_RESULTS.stream)
+    traced = await js.get_msg(stream, seq=1)
+    untraced = await js.get_msg(stream, seq=2)
+    assert traced.headers and trace_id in traced.headers["traceparent"]
+    assert traced.headers[n.MSG_ID] == "traced"
+    assert untraced.headers and "traceparent" not in untraced.headers
