@@ -234,6 +234,7 @@ def extract_links(
         h_host = h_path = h_mask = ""
     h_len = len(h_path)
     allowed, deny = rules.allowed, rules.deny
+    suffixes = any(d.startswith(".") for d in allowed)  # else allows() is "in allowed"
     memo = _site_hrefs(site)
     marks = _MARKS
     actions: list[LexborNode] = []
@@ -269,7 +270,7 @@ def extract_links(
             continue
         if url is None or url == current:
             continue
-        if a_host not in allowed and not rules.allows(url):
+        if a_host not in allowed and not (suffixes and rules.allows(url)):
             continue
         if deny and any(p.search(url) for p in deny):
             continue
