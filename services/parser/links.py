@@ -247,8 +247,10 @@ def extract_links(
             mark = _class_marks(classes or "")
         mem_id = node.mem_id
         hint = "card" if mem_id in in_cards else None
-        entry = (memo.get(raw) or _href(memo, raw, site, base_url)) if raw else _NO_HREF
+        entry = (memo.get(raw) or _href(memo, raw, site, base_url, hint)) if raw else _NO_HREF
         url, a_host, w_host, path, mask, key, verdict, raw_action = entry
+        if raw_action is None and hint is None:
+            raw_action = _is_action(raw)  # first met in a card, where it did not matter
         if mark or raw_action:
             if mark & _MARK_CARD and node.tag == "a":
                 hint = "card"  # a link whose own class says card
@@ -431,8 +433,9 @@ Facts = tuple[str, tuple[str, str], bool, bool, bool, tuple[str, str, str]]
 Resolved = tuple[str, Facts] | None
 # What an href means, as the pass reads it: (canonical URL, its host as ``Rules.allowed``
 # spells it, its ``where`` (host, path, mask), its listing key, its verdict, the href says
-# "action"); the URL is None when the href leads nowhere.
-Href = tuple[str | None, str, str, str, str, tuple[str, str], int, bool]
+# "action" (None: not asked yet, as for a card's link)); the URL is None when the href leads
+# nowhere.
+Href = tuple[str | None, str, str, str, str, tuple[str, str], int, bool | None]
 # Verdicts: the link is a product page, a state-changing action, never a product, a product
 # when a card of a listing holds it.
 _PRODUCT, _ACTION_URL, _NEVER, _CARDABLE = range(4)
@@ -449,20 +452,23 @@ def _site_hrefs(site: str) -> dict[str, Href]:
 MAX_SITE_HREFS = 8192  # per site: its template links and the cards of its recent pages
 
 
-def _href(memo: dict[str, Href], raw: str, site: str, base: str) -> Href:
+def _href(memo: dict[str, Href], raw: str, site: str, base: str, hint: str | None) -> Href:
     """What ``raw`` means, memoised in ``memo`` when it resolves the same on every page of
-    the site."""
+    the site. Whether it says "action" is asked only of a link outside the cards (``hint``):
+    a card's link (often one page's own, with ``?utm_campaign=<this page>``) never needs it,
+    and the regex costs as much as the rest."""
     wide = raw.startswith(_SITE_WIDE)
     resolved = _resolve(raw, site if wide else base)
     entry: Href
     if resolved is None:
-        entry = (None, *_NO_HREF[1:-1], _is_action(raw))
+        entry = (None, *_NO_HREF[1:-1], _is_action(raw) if hint is None else None)
     else:
         url, facts = resolved
         verdict = (
             _ACTION_URL if facts[2] else _NEVER if facts[3] else _PRODUCT if facts[4] else _CARDABLE
         )
-        entry = (url, facts[0], *facts[5], facts[1], verdict, _is_action(raw))
+        action = _is_action(raw) if hint is None else None
+        entry = (url, facts[0], *facts[5], facts[1], verdict, action)
     if wide:
         if len(memo) >= MAX_SITE_HREFS:
             memo.clear()  # cheaper than an LRU's bookkeeping on every hit; refilled in a page

@@ -97,5 +97,24 @@ def test_a_pager_link_keeps_its_kind_when_a_card_also_holds_its_url() -> None:
 def test_the_memo_is_bounded() -> None:
     memo = links._site_hrefs("https://bounded.example")
     for i in range(links.MAX_SITE_HREFS + 10):
-        links._href(memo, f"/p/item-{i}", "https://bounded.example", "https://bounded.example/")
+        links._href(memo, f"/p/item-{i}", "https://bounded.example", "https://x.example/", None)
     assert len(memo) <= links.MAX_SITE_HREFS
+
+
+def test_an_href_first_met_in_a_card_still_says_action_outside_one() -> None:
+    site = "https://actions.example"
+    marked = "".join(
+        f'<div class="product-card"><a href="/lamp-{i}">Lamp {i}</a>'
+        f'<a href="/cart/add?id={i}">Buy</a></div>'
+        for i in range(3)
+    )
+    _kinds(f"<html><body>{marked}</body></html>", f"{site}/c/marked")
+    # The same buy links, now in cards no class marks: the links are known by the buy links.
+    bare = "".join(
+        f'<div><a href="/lamp-{i}">Lamp {i}</a><a href="/cart/add?id={i}">Buy</a></div>'
+        for i in range(3)
+    )
+    html = f"<html><body>{bare}</body></html>"
+    kinds = _kinds(html, f"{site}/c/bare")
+    assert [kinds[f"{site}/lamp-{i}"] for i in range(3)] == ["product"] * 3
+    assert kinds == _fresh(html, f"{site}/c/bare")
