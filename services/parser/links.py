@@ -30,7 +30,7 @@ from schemas.messages import Link, LinkKind
 from schemas.source import LinkRule, Source
 from services.parser.jsonld import Forest, as_list, types_of
 from services.parser.pagination import Pager, declared_next, may_extend, where
-from shared.urls import canonicalize, host_of
+from shared.urls import TRACKING_PARAMS, TRACKING_PREFIXES, canonicalize, host_of
 
 # A product card of this listing vs a filter/sort variant of it: compared by (origin, path).
 _PAGE_SEGMENT = re.compile(r"/page[/-](\d+)/?$", re.I)
@@ -478,9 +478,44 @@ def _href(memo: dict[str, Href], raw: str, site: str, base: str, hint: str | Non
 
 @lru_cache(maxsize=65536)
 def _resolve(raw: str, base: str) -> Resolved:
-    """An href's canonical URL and its facts: one cache lookup per link instead of three."""
+    """An href's canonical URL and its facts: one cache lookup per link instead of three. An
+    href with tracking parameters is resolved as the href without them, which the site's
+    other pages share: a card's ``?utm_campaign=<this page>`` link costs a strip and a cache
+    hit, not a canonicalisation."""
+    bare = _untracked(raw)
+    if bare is not None:
+        return _resolve(bare, base)
     url = canonicalize(raw, base)
     return None if url is None else (url, _facts(url))
+
+
+# A query part whose key ``shared.urls.is_tracking_param`` drops (for an ASCII href).
+_TRACKING_PART = re.compile(
+    "(?:"
+    + "|".join(
+        [*(re.escape(p) + "[^=]*" for p in TRACKING_PREFIXES), *map(re.escape, TRACKING_PARAMS)]
+    )
+    + r")(?:=|\Z)",
+    re.I,
+)
+# What canonicalize treats before it reads the query, or sends to w3lib: with any of these,
+# dropping the tracking parameters first might change its answer.
+_NOT_PLAIN = re.compile(r"[\x00- %\\#\x7f]|/\.")
+
+
+def _untracked(raw: str) -> str | None:
+    """``raw`` without its tracking parameters, when it has some and is plain enough that
+    ``canonicalize`` makes the same URL of both (it drops them itself); else None."""
+    if not raw.startswith(_SITE_WIDE) or raw.startswith("//"):
+        return None  # urljoin resolves it, and keeps the base's query for an empty path
+    head, mark, query = raw.partition("?")
+    if not mark or not raw.isascii():
+        return None
+    parts = query.split("&")
+    kept = [p for p in parts if p and _TRACKING_PART.match(p) is None]
+    if len(kept) == len(parts) or _NOT_PLAIN.search(raw):
+        return None
+    return f"{head}?{'&'.join(kept)}" if kept else head
 
 
 @lru_cache(maxsize=65536)
