@@ -458,7 +458,8 @@ def _href(memo: dict[str, Href], raw: str, site: str, base: str, hint: str | Non
     a card's link (often one page's own, with ``?utm_campaign=<this page>``) never needs it,
     and the regex costs as much as the rest."""
     wide = raw.startswith(_SITE_WIDE)
-    resolved = _resolve(raw, site if wide else base)
+    # (the bare href, not this one, goes into _resolve's cache: this one is often one page's)
+    resolved = _resolve(_untracked(raw) or raw, site if wide else base)
     entry: Href
     if resolved is None:
         entry = (None, *_NO_HREF[1:-1], _is_action(raw) if hint is None else None)
@@ -509,13 +510,23 @@ def _untracked(raw: str) -> str | None:
     if not raw.startswith(_SITE_WIDE) or raw.startswith("//"):
         return None  # urljoin resolves it, and keeps the base's query for an empty path
     head, mark, query = raw.partition("?")
-    if not mark or not raw.isascii():
+    if not mark:
+        return None
+    kept = _kept_query(query)
+    if kept is None or not head.isascii() or _NOT_PLAIN.search(head):
+        return None
+    return f"{head}?{kept}" if kept else head
+
+
+@lru_cache(maxsize=4096)
+def _kept_query(query: str) -> str | None:
+    """The query without its tracking parameters, None when it has none or is not plain.
+    Memoised: a page's cards share theirs (``utm_campaign=<this page>``)."""
+    if not query.isascii() or _NOT_PLAIN.search(query):
         return None
     parts = query.split("&")
     kept = [p for p in parts if p and _TRACKING_PART.match(p) is None]
-    if len(kept) == len(parts) or _NOT_PLAIN.search(raw):
-        return None
-    return f"{head}?{'&'.join(kept)}" if kept else head
+    return None if len(kept) == len(parts) else "&".join(kept)
 
 
 @lru_cache(maxsize=65536)
