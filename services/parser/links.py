@@ -490,6 +490,7 @@ def _resolve(raw: str, base: str) -> Resolved:
     return None if url is None else (url, _facts(url))
 
 
+_TRACKING = re.compile("|".join(map(re.escape, (*TRACKING_PREFIXES, *TRACKING_PARAMS))), re.I)
 # A query part whose key ``shared.urls.is_tracking_param`` drops (for an ASCII href).
 _TRACKING_PART = re.compile(
     "(?:"
@@ -522,8 +523,8 @@ def _untracked(raw: str) -> str | None:
 def _kept_query(query: str) -> str | None:
     """The query without its tracking parameters, None when it has none or is not plain.
     Memoised: a page's cards share theirs (``utm_campaign=<this page>``)."""
-    if not query.isascii() or _NOT_PLAIN.search(query):
-        return None
+    if _TRACKING.search(query) is None or not query.isascii() or _NOT_PLAIN.search(query):
+        return None  # (most queries: a filter's, a sort's)
     parts = query.split("&")
     kept = [p for p in parts if p and _TRACKING_PART.match(p) is None]
     return None if len(kept) == len(parts) else "&".join(kept)
