@@ -236,6 +236,7 @@ def extract_links(
     allowed, deny = rules.allowed, rules.deny
     suffixes = any(d.startswith(".") for d in allowed)  # else allows() is "in allowed"
     memo = _site_hrefs(site)
+    own: dict[str, Href] = {}  # this page's own hrefs (a card's ?utm_campaign=<this page>)
     marks = _MARKS
     actions: list[LexborNode] = []
     for node in anchors:
@@ -247,7 +248,10 @@ def extract_links(
             mark = _class_marks(classes or "")
         mem_id = node.mem_id
         hint = "card" if mem_id in in_cards else None
-        entry = (memo.get(raw) or _href(memo, raw, site, base_url, hint)) if raw else _NO_HREF
+        if raw:
+            entry = memo.get(raw) or own.get(raw) or _href(memo, own, raw, site, base_url, hint)
+        else:
+            entry = _NO_HREF
         url, a_host, w_host, path, mask, key, verdict, raw_action = entry
         if raw_action is None and hint is None:
             raw_action = _is_action(raw)  # first met in a card, where it did not matter
@@ -442,24 +446,29 @@ _PRODUCT, _ACTION_URL, _NEVER, _CARDABLE = range(4)
 _NO_HREF: Href = (None, "", "", "", "", ("", ""), _NEVER, False)
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=16)
 def _site_hrefs(site: str) -> dict[str, Href]:
     """A site's memo of its ``_SITE_WIDE`` hrefs, as written, to their meaning: one dict hit
     per template link (navigation, footer, facets) on every page after the first."""
     return {}
 
 
-MAX_SITE_HREFS = 8192  # per site: its template links and the cards of its recent pages
+# Per site: its template and the product links of its recent pages; with 16 sites, as many
+# entries as _resolve's cache holds.
+MAX_SITE_HREFS = 4096
 
 
-def _href(memo: dict[str, Href], raw: str, site: str, base: str, hint: str | None) -> Href:
-    """What ``raw`` means, memoised in ``memo`` when it resolves the same on every page of
-    the site. Whether it says "action" is asked only of a link outside the cards (``hint``):
-    a card's link (often one page's own, with ``?utm_campaign=<this page>``) never needs it,
-    and the regex costs as much as the rest."""
+def _href(
+    memo: dict[str, Href], own: dict[str, Href], raw: str, site: str, base: str, hint: str | None
+) -> Href:
+    """What ``raw`` means, memoised in the site's ``memo`` when it resolves the same on every
+    page of the site and carries no tracking parameters, else in the page's ``own``: a card's
+    ``?utm_campaign=<this page>`` link would fill the site's memo with one page's hrefs.
+    Whether it says "action" is asked only of a link outside the cards (``hint``): a card's
+    link never needs it, and the regex costs as much as the rest."""
     wide = raw.startswith(_SITE_WIDE)
-    # (the bare href, not this one, goes into _resolve's cache: this one is often one page's)
-    resolved = _resolve(_untracked(raw) or raw, site if wide else base)
+    bare = _untracked(raw)
+    resolved = _resolve(bare or raw, site if wide else base)  # the shared spelling cached
     entry: Href
     if resolved is None:
         entry = (None, *_NO_HREF[1:-1], _is_action(raw) if hint is None else None)
@@ -470,10 +479,12 @@ def _href(memo: dict[str, Href], raw: str, site: str, base: str, hint: str | Non
         )
         action = _is_action(raw) if hint is None else None
         entry = (url, facts[0], *facts[5], facts[1], verdict, action)
-    if wide:
+    if wide and bare is None:
         if len(memo) >= MAX_SITE_HREFS:
             memo.clear()  # cheaper than an LRU's bookkeeping on every hit; refilled in a page
         memo[raw] = entry
+    else:
+        own[raw] = entry
     return entry
 
 

@@ -102,7 +102,7 @@ def test_a_pager_link_keeps_its_kind_when_a_card_also_holds_its_url() -> None:
 def test_the_memo_is_bounded() -> None:
     memo = links._site_hrefs("https://bounded.example")
     for i in range(links.MAX_SITE_HREFS + 10):
-        links._href(memo, f"/p/item-{i}", "https://bounded.example", "https://x.example/", None)
+        links._href(memo, {}, f"/p/item-{i}", "https://bounded.example", "https://x.example/", None)
     assert len(memo) <= links.MAX_SITE_HREFS
 
 
@@ -145,3 +145,18 @@ def test_an_href_stripped_of_tracking_resolves_as_canonicalize_says(seed: int) -
         for base in bases:
             resolved = links._resolve(raw, base)
             assert (resolved[0] if resolved else None) == canonicalize(raw, base), (raw, base)
+
+
+def test_one_page_s_tracked_hrefs_stay_out_of_the_site_memo() -> None:
+    site = "https://tracked.example"
+    cards = "".join(
+        f'<div class="product-card"><a href="/p/item-{i}?utm_campaign=page-7&utm_medium=x">'
+        f'<img src="/i/{i}.jpg"></a><a href="/p/item-{i}?utm_campaign=page-7&utm_medium=x">'
+        f"Item {i}</a></div>"
+        for i in range(3)
+    )
+    html = f'<html><body><a href="/c/all">All</a>{cards}</body></html>'
+    kinds = _kinds(html, f"{site}/p/item-7")
+    assert [kinds[f"{site}/p/item-{i}"] for i in range(3)] == ["product"] * 3
+    assert set(links._site_hrefs(site)) == {"/c/all"}
+    assert kinds == _fresh(html, f"{site}/p/item-7")
