@@ -7,6 +7,7 @@ description. ``--cold`` clears the URL cache before every page (no link seen bef
 ``--site N`` parses instead the product pages of a generated static shop of N products
 (``bench.static_site``: 30-60 KB pages, ~200 links each), each once and at its own URL, as a
 crawl meets them: links shared by the whole site are seen before, the page's own are not.
+``--links`` also reports the link pass alone (``extract_links``, as ``parse_page`` calls it).
 """
 
 from __future__ import annotations
@@ -16,8 +17,11 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from services.parser import page
 from services.parser.page import parse_page
 from shared.urls import _canonicalize
 
@@ -79,9 +83,10 @@ def main() -> None:
     parser.add_argument("n", nargs="?", type=int, default=2000)
     parser.add_argument("--cold", action="store_true", help="clear the URL cache every page")
     parser.add_argument("--site", type=int, metavar="PRODUCTS", help="parse a static shop's pages")
+    parser.add_argument("--links", action="store_true", help="with --site: time the link pass")
     args = parser.parse_args()
     if args.site:
-        site_bench(args.site)
+        site_bench(args.site, links=args.links)
         return
     body = build_page()
     result = parse_page(body, URL)
@@ -100,26 +105,46 @@ def main() -> None:
     )
 
 
-def site_bench(products: int) -> None:
+def _timed(fn: Callable[..., Any], times: list[float]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        cpu = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            times.append(time.process_time() - cpu)
+
+    return timed
+
+
+def site_bench(products: int, *, links: bool = False) -> None:
     from bench.static_site import generate
 
     with tempfile.TemporaryDirectory() as tmp:
         site = generate(Path(tmp), products=products)
         pages = [(f"http://127.0.0.1:8080{p.path}", (site.root / p.path[1:]).read_bytes())
                  for p in site.products]  # fmt: skip
-    times, links = [], []
+    times: list[float] = []
+    counts: list[int] = []
+    link_times: list[float] = []
+    if links:  # the name parse_page calls, wrapped for this process only
+        page.extract_links = _timed(page.extract_links, link_times)  # type: ignore[assignment]
     for url, body in pages:
         cpu = time.process_time()
         result = parse_page(body, url, content_type="text/html")
         times.append(time.process_time() - cpu)
-        links.append(len(result.links))
+        counts.append(len(result.links))
         assert result.product is not None, url
     total = sum(times)
     print(
         f"{len(pages)} product pages of {sum(len(b) for _, b in pages) / len(pages) / 1024:.0f} "
-        f"KiB, {statistics.mean(links):.0f} links: {total / len(pages) * 1e3:.2f} ms/page CPU "
+        f"KiB, {statistics.mean(counts):.0f} links: {total / len(pages) * 1e3:.2f} ms/page CPU "
         f"(median {statistics.median(times) * 1e3:.2f})"
     )
+    if link_times:
+        print(
+            f"  extract_links: {sum(link_times) / len(link_times) * 1e3:.3f} ms/page CPU "
+            f"(median {statistics.median(link_times) * 1e3:.3f})"
+        )
 
 
 if __name__ == "__main__":

@@ -29,8 +29,8 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from schemas.messages import Link, LinkKind
 from schemas.source import LinkRule, Source
 from services.parser.jsonld import Forest, as_list, types_of
-from services.parser.pagination import Pager, declared_next, where
-from shared.urls import canonicalize, host_of
+from services.parser.pagination import Pager, declared_next, may_extend, where
+from shared.urls import TRACKING_PARAMS, TRACKING_PREFIXES, canonicalize, host_of
 
 # A product card of this listing vs a filter/sort variant of it: compared by (origin, path).
 _PAGE_SEGMENT = re.compile(r"/page[/-](\d+)/?$", re.I)
@@ -178,21 +178,18 @@ def extract_links(
     here = _listing_key(current)
     pager = Pager(tree, current) if rules.pagination is None else None
     found: dict[str, LinkKind] = {}
-    hints: dict[int, str] = {}
-    for node in _css(tree, CARD_LINKS):
-        hints[node.mem_id] = "card"
+    in_cards = {node.mem_id for node in _css(tree, CARD_LINKS)}
     anchors = _css(tree, "a[href], area[href]")[:MAX_ANCHORS]  # a hostile page has a million
-    attributes = [node.attributes for node in anchors]
-    # What each link's class says (card, action), read once for both passes.
-    marks = [_class_marks(attrs.get("class")) for attrs in attributes]
-    for mem_id in _cards_by_their_actions(anchors, attributes, marks, base_url, hints):
-        hints.setdefault(mem_id, "card")
     rule_hits = {
         kind: _selected(tree, rule.css)
         for kind, rule in (("product", rules.product), ("pagination", rules.pagination))
         if rule is not None and rule.css
     }
     card_urls: list[str] = []
+    # Links a card would make products (their URL has no product shape), as (mem_id, url,
+    # whether the URL already had another kind than page): a card known by its actions is
+    # known once the pass has seen every action of the page.
+    pending: list[tuple[int, str, bool]] = []
 
     def add(
         raw: str | None,
@@ -218,17 +215,53 @@ def extract_links(
         if hint == "card" and kind == "product" and not facts[4]:
             card_urls.append(url)
         previous = found.get(url)
+        # a card would make it a product (``_classify``'s card branch)
+        cardable = kind == "page" and not facts[3] and facts[1] != here
+        if node is not None and hint is None and rules.product is None and cardable:
+            pending.append((node.mem_id, url, previous is not None and previous != "page"))
         if previous is None or previous == "page":
             found[url] = kind
 
-    # The common link (no rel, no action class, outside the pager widgets, under the default
-    # rules) is decided inline by its URL's cached facts: the page's ~200
-    # links cost a dict lookup and a few comparisons each, not a chain of calls.
+    # One pass over the links. The common one (no rel, no action, outside the pager widgets,
+    # under the default rules) is decided inline from its href's memoised meaning: a site's
+    # template links (navigation, footer, facets) cost a dict hit and a few comparisons each.
     plain = pager is not None and rules.product is None
     boxed = pager.boxed if pager is not None else set()
+    drops = pager.drops if pager is not None else {}
+    if pager is not None:
+        h_host, h_path, h_mask = pager.here.host, pager.here.path, pager.here.mask
+    else:
+        h_host = h_path = h_mask = ""
+    h_len = len(h_path)
     allowed, deny = rules.allowed, rules.deny
-    for node, attrs, mark in zip(anchors, attributes, marks, strict=True):
+    suffixes = any(d.startswith(".") for d in allowed)  # else allows() is "in allowed"
+    memo = _site_hrefs(site)
+    own: dict[str, Href] = {}  # this page's own hrefs (a card's ?utm_campaign=<this page>)
+    marks = _MARKS
+    actions: list[LexborNode] = []
+    for node in anchors:
+        attrs = node.attributes
         raw = attrs.get("href")
+        classes = attrs.get("class")
+        mark = marks.get(classes, -1) if classes else 0
+        if mark < 0:
+            mark = _class_marks(classes or "")
+        mem_id = node.mem_id
+        hint = "card" if mem_id in in_cards else None
+        if raw:
+            entry = memo.get(raw) or own.get(raw) or _href(memo, own, raw, site, base_url, hint)
+        else:
+            entry = _NO_HREF
+        url, a_host, w_host, path, mask, key, verdict, raw_action = entry
+        if raw_action is None and hint is None:
+            raw_action = _is_action(raw)  # first met in a card, where it did not matter
+        if mark or raw_action:
+            if mark & _MARK_CARD and node.tag == "a":
+                hint = "card"  # a link whose own class says card
+            elif (
+                hint is None and (mark & _MARK_ACTION or raw_action) and len(actions) < MAX_ACTIONS
+            ):
+                actions.append(node)  # its card (if it has one) is looked for after the pass
         if not raw:
             continue
         rel = attrs.get("rel")
@@ -238,34 +271,44 @@ def extract_links(
         if mark & _MARK_ACTION:
             add(raw, "action", node, attrs)
             continue
-        mem_id = node.mem_id
-        hint = hints.get(mem_id)
-        if (hint is not None and hint != "card") or not plain or mem_id in boxed:
+        if not plain or mem_id in boxed:
             add(raw, hint, node, attrs)
             continue
-        resolved = _resolve(raw, site if raw.startswith(_SITE_WIDE) else base_url)
-        if resolved is None:
+        if url is None or url == current:
             continue
-        url, facts = resolved
-        if url == current or (facts[0] not in allowed and not rules.allows(url)):
+        if a_host not in allowed and not (suffixes and rules.allows(url)):
             continue
         if deny and any(p.search(url) for p in deny):
             continue
-        if not pager.elsewhere(facts[5]):  # type: ignore[union-attr]
-            add(raw, hint, node, attrs)  # maybe another page of this listing: the full test
+        # Pager.elsewhere, inline: a link that may be another page of this listing
+        if w_host == h_host and (
+            path == h_path
+            or mask == h_mask
+            or path in drops
+            or (1 < len(path) - h_len < 32 and may_extend(h_path, path))
+        ):
+            add(raw, hint, node, attrs)  # the full test
             continue
-        if facts[2]:
-            continue  # a state-changing action
-        kind: LinkKind = "page"
-        if not facts[3]:
-            if facts[4]:
-                kind = "product"
-            elif hint == "card" and facts[1] != here:
-                kind = "product"  # a card of this listing (not a filter/sort variant of it)
+        if verdict == _PRODUCT:
+            if found.get(url, "page") == "page":
+                found[url] = "product"
+        elif verdict == _CARDABLE and key != here:  # not a filter/sort variant of this listing
+            if hint == "card":
                 card_urls.append(url)
-        previous = found.get(url)
-        if previous is None or previous == "page":
-            found[url] = kind
+                if found.get(url, "page") == "page":
+                    found[url] = "product"
+            else:
+                previous = found.setdefault(url, "page")
+                pending.append((mem_id, url, previous != "page"))
+        elif verdict != _ACTION_URL:  # a state-changing action is dropped
+            found.setdefault(url, "page")
+    if actions and pending:
+        carded = _cards_by_their_actions(actions, base_url)
+        for mem_id, url, had_kind in pending:
+            if mem_id in carded:  # what the pass would have done knowing the card
+                card_urls.append(url)
+                if not had_kind:
+                    found[url] = "product"
     for node in _css(tree, "link[rel][href]") if heads is None else heads:
         attrs = node.attributes
         if not _REL_HEAD.isdisjoint((attrs.get("rel") or "").lower().split()):
@@ -295,32 +338,16 @@ def extract_links(
 MAX_ACTIONS = 200  # action links looked at for cards: a listing's first 50–100 cards
 
 
-def _cards_by_their_actions(
-    anchors: list[LexborNode],
-    attributes: list[dict[str, str | None]],
-    marks: list[int],
-    base_url: str,
-    hints: dict[int, str],
-) -> set[int]:
+def _cards_by_their_actions(actions: list[LexborNode], base_url: str) -> set[int]:
     """Links of product cards known by their actions, whatever the card's class: the nearest
     ancestor of an add-to-cart (compare, wish list…) link that holds one other URL is a card,
     and that URL (image and title link) its product. Climbs at most four levels; an ancestor
-    holding several other URLs is the grid, not a card. An action inside a card its class
-    already marks needs no climb. The same pass marks in ``hints`` the links whose own class
-    says card."""
+    holding several other URLs is the grid, not a card. ``actions``: the action links outside
+    the cards their class already marks."""
     out: set[int] = set()
     climbed: set[int] = set()
-    actions = 0
     site = site_base(base_url)
-    for node, attrs, mark in zip(anchors, attributes, marks, strict=True):
-        if mark & _MARK_CARD and node.tag == "a":
-            hints[node.mem_id] = "card"  # a link whose own class says card
-            continue
-        if not (mark & _MARK_ACTION or _is_action(attrs.get("href"))):
-            continue
-        if node.mem_id in hints or actions >= MAX_ACTIONS:
-            continue  # past the cap, the loop still marks the links whose class says card
-        actions += 1
+    for node in actions:
         parent = node.parent
         for _ in range(4):
             if parent is None or parent.tag in ("body", "html") or parent.mem_id in climbed:
@@ -368,16 +395,22 @@ def site_base(base: str) -> str:
 
 
 _MARK_CARD, _MARK_ACTION = 1, 2
+# Class lists repeat on every page of a site (navigation, card markup): their marks memoised
+# in a plain dict, read inline by the pass (a call per link costs more than the lookup).
+_MARKS: dict[str, int] = {}
+MAX_MARKS = 4096
 
 
-# Hrefs and class lists repeat on every page of a site (navigation, card markup): memoised.
-@lru_cache(maxsize=4096)
-def _class_marks(classes: str | None) -> int:
+def _class_marks(classes: str) -> int:
     """A link's class as bits: it says card (``_MARK_CARD``), it is an action's
     (``_MARK_ACTION``)."""
-    return (_MARK_CARD if _is_card_class(classes) else 0) | (
+    mark = (_MARK_CARD if _is_card_class(classes) else 0) | (
         _MARK_ACTION if _is_action_class(classes) else 0
     )
+    if len(_MARKS) >= MAX_MARKS:
+        _MARKS.clear()
+    _MARKS[classes] = mark
+    return mark
 
 
 @lru_cache(maxsize=65536)
@@ -401,11 +434,111 @@ def _is_action_class(classes: str | None) -> bool:
 Facts = tuple[str, tuple[str, str], bool, bool, bool, tuple[str, str, str]]
 
 
+Resolved = tuple[str, Facts] | None
+# What an href means, as the pass reads it: (canonical URL, its host as ``Rules.allowed``
+# spells it, its ``where`` (host, path, mask), its listing key, its verdict, the href says
+# "action" (None: not asked yet, as for a card's link)); the URL is None when the href leads
+# nowhere.
+Href = tuple[str | None, str, str, str, str, tuple[str, str], int, bool | None]
+# Verdicts: the link is a product page, a state-changing action, never a product, a product
+# when a card of a listing holds it.
+_PRODUCT, _ACTION_URL, _NEVER, _CARDABLE = range(4)
+_NO_HREF: Href = (None, "", "", "", "", ("", ""), _NEVER, False)
+
+
+@lru_cache(maxsize=16)
+def _site_hrefs(site: str) -> dict[str, Href]:
+    """A site's memo of its ``_SITE_WIDE`` hrefs, as written, to their meaning: one dict hit
+    per template link (navigation, footer, facets) on every page after the first."""
+    return {}
+
+
+# Per site: its template and the product links of its recent pages; with 16 sites, as many
+# entries as _resolve's cache holds.
+MAX_SITE_HREFS = 4096
+
+
+def _href(
+    memo: dict[str, Href], own: dict[str, Href], raw: str, site: str, base: str, hint: str | None
+) -> Href:
+    """What ``raw`` means, memoised in the site's ``memo`` when it resolves the same on every
+    page of the site and carries no tracking parameters, else in the page's ``own``: a card's
+    ``?utm_campaign=<this page>`` link would fill the site's memo with one page's hrefs.
+    Whether it says "action" is asked only of a link outside the cards (``hint``): a card's
+    link never needs it, and the regex costs as much as the rest."""
+    wide = raw.startswith(_SITE_WIDE)
+    bare = _untracked(raw)
+    resolved = _resolve(bare or raw, site if wide else base)  # the shared spelling cached
+    entry: Href
+    if resolved is None:
+        entry = (None, *_NO_HREF[1:-1], _is_action(raw) if hint is None else None)
+    else:
+        url, facts = resolved
+        verdict = (
+            _ACTION_URL if facts[2] else _NEVER if facts[3] else _PRODUCT if facts[4] else _CARDABLE
+        )
+        action = _is_action(raw) if hint is None else None
+        entry = (url, facts[0], *facts[5], facts[1], verdict, action)
+    if wide and bare is None:
+        if len(memo) >= MAX_SITE_HREFS:
+            memo.clear()  # cheaper than an LRU's bookkeeping on every hit; refilled in a page
+        memo[raw] = entry
+    else:
+        own[raw] = entry
+    return entry
+
+
 @lru_cache(maxsize=65536)
-def _resolve(raw: str, base: str) -> tuple[str, Facts] | None:
-    """An href's canonical URL and its facts: one cache lookup per link instead of three."""
+def _resolve(raw: str, base: str) -> Resolved:
+    """An href's canonical URL and its facts: one cache lookup per link instead of three. An
+    href with tracking parameters is resolved as the href without them, which the site's
+    other pages share: a card's ``?utm_campaign=<this page>`` link costs a strip and a cache
+    hit, not a canonicalisation."""
+    bare = _untracked(raw)
+    if bare is not None:
+        return _resolve(bare, base)
     url = canonicalize(raw, base)
     return None if url is None else (url, _facts(url))
+
+
+_TRACKING = re.compile("|".join(map(re.escape, (*TRACKING_PREFIXES, *TRACKING_PARAMS))), re.I)
+# A query part whose key ``shared.urls.is_tracking_param`` drops (for an ASCII href).
+_TRACKING_PART = re.compile(
+    "(?:"
+    + "|".join(
+        [*(re.escape(p) + "[^=]*" for p in TRACKING_PREFIXES), *map(re.escape, TRACKING_PARAMS)]
+    )
+    + r")(?:=|\Z)",
+    re.I,
+)
+# What canonicalize treats before it reads the query, or sends to w3lib: with any of these,
+# dropping the tracking parameters first might change its answer.
+_NOT_PLAIN = re.compile(r"[\x00- %\\#\x7f]|/\.")
+
+
+def _untracked(raw: str) -> str | None:
+    """``raw`` without its tracking parameters, when it has some and is plain enough that
+    ``canonicalize`` makes the same URL of both (it drops them itself); else None."""
+    if not raw.startswith(_SITE_WIDE) or raw.startswith("//"):
+        return None  # urljoin resolves it, and keeps the base's query for an empty path
+    head, mark, query = raw.partition("?")
+    if not mark:
+        return None
+    kept = _kept_query(query)
+    if kept is None or not head.isascii() or _NOT_PLAIN.search(head):
+        return None
+    return f"{head}?{kept}" if kept else head
+
+
+@lru_cache(maxsize=4096)
+def _kept_query(query: str) -> str | None:
+    """The query without its tracking parameters, None when it has none or is not plain.
+    Memoised: a page's cards share theirs (``utm_campaign=<this page>``)."""
+    if _TRACKING.search(query) is None or not query.isascii() or _NOT_PLAIN.search(query):
+        return None  # (most queries: a filter's, a sort's)
+    parts = query.split("&")
+    kept = [p for p in parts if p and _TRACKING_PART.match(p) is None]
+    return None if len(kept) == len(parts) else "&".join(kept)
 
 
 @lru_cache(maxsize=65536)

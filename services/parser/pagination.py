@@ -256,7 +256,7 @@ def relation(here: Shape, url: str) -> int:
             return NONE
     elif path in (drops := _drops(here.path)):
         word, first = drops[path], True
-    elif _may_extend(here.path, path) and here.path in (drops := _drops(path)):
+    elif may_extend(here.path, path) and here.path in (drops := _drops(path)):
         word = drops[here.path]
     else:
         return NONE
@@ -287,7 +287,7 @@ def relation(here: Shape, url: str) -> int:
     return CLEAN if clean and not loose and cand.noise == here.noise else PAGED
 
 
-def _may_extend(short: str, long: str) -> bool:
+def may_extend(short: str, long: str) -> bool:
     """Whether ``long`` may be ``short`` with a token inserted: a cheap test before the
     token search (a few more characters, one more number, half of ``short`` is a prefix or a
     suffix of ``long``)."""
@@ -442,8 +442,8 @@ class Pager:
             return True
         if path == here.path or mask == here.mask or path in self.drops:
             return False
-        # _may_extend's first test, inline: most paths differ in length by too much.
-        return not 1 < len(path) - len(here.path) < 32 or not _may_extend(here.path, path)
+        # may_extend's first test, inline: most paths differ in length by too much.
+        return not 1 < len(path) - len(here.path) < 32 or not may_extend(here.path, path)
 
     def declared(self, node: LexborNode | None) -> bool:
         """Whether a link the page declares as next or previous (``rel``) is one: not when it
