@@ -104,11 +104,19 @@ _URL_VALUE = re.compile(r"https?://|/[^/\s]")
 _SWATCH_ATTRS = ("data-sku", "data-variant-id", "data-variant", "data-size", "data-color",
                  "data-colour", "data-option-value", "data-attribute-value")  # fmt: skip
 _QUERY = "select, input[type=radio][name], " + ", ".join(f"[{a}]" for a in _SWATCH_ATTRS)
+# Each ``[data-…]`` alternative costs the query about as much as a walk of its own, and most
+# pages carry none or one of them: the query asks only for those the page's markup names.
+_SWATCH_NAMES = re.compile(
+    rb"data-(?:sku|variant-id|variant|size|colou?r|option-value|attribute-value)"
+)
 _PRICE_ATTRS = ("data-price", "data-variant-price", "data-price-amount", "data-amount")
 _STOCK_ATTRS = ("data-stock", "data-available", "data-availability", "data-in-stock",
                 "data-inventory", "data-inventory-quantity")  # fmt: skip
-_DATA_HINTS = ("data-sku", "data-variant-id", "data-variant", *_PRICE_ATTRS, *_STOCK_ATTRS)
-_VARIANT_HINTS = ("data-variant-id", "data-variant", "data-option-value", "data-attribute-value")
+_DATA_HINTS = frozenset(("data-sku", "data-variant-id", "data-variant", *_PRICE_ATTRS,
+                         *_STOCK_ATTRS))  # fmt: skip
+_VARIANT_HINTS = frozenset(
+    ("data-variant-id", "data-variant", "data-option-value", "data-attribute-value")
+)
 # Attributes of a picker (or a swatch list's container) that may name what it chooses.
 _NAMING = frozenset({"name", "id", "class", "aria-label", "data-option-name",
                      "data-attribute_name", "data-name", "data-option", "title"})  # fmt: skip
@@ -116,12 +124,15 @@ _LABEL_ATTRS = ("data-size", "data-color", "data-colour", "data-option-value",
                 "data-attribute-value", "data-value", "title", "aria-label", "value")  # fmt: skip
 
 
-def read_pickers(tree: LexborHTMLParser, group: Product, base: str) -> list[Product]:
-    """The variants the page's picker shows (none when it has no picker)."""
+def read_pickers(
+    tree: LexborHTMLParser, group: Product, base: str, markup: bytes | None = None
+) -> list[Product]:
+    """The variants the page's picker shows (none when it has no picker). ``markup``: the
+    page's HTML in ASCII lower case, when the caller has it (see ``_query``)."""
     selects: list[LexborNode] = []
     radios: dict[str, list[LexborNode]] = {}
     swatches: dict[int, tuple[LexborNode, list[LexborNode]]] = {}
-    for node in tree.css(_QUERY):
+    for node in tree.css(_query(markup)):
         if node.tag == "select":
             selects.append(node)
         elif node.tag == "input" and (node.attributes.get("type") or "").lower() == "radio":
@@ -145,6 +156,27 @@ def read_pickers(tree: LexborHTMLParser, group: Product, base: str) -> list[Prod
     default = "in_stock" if marked else _as_group(group.availability)
     found = [o.fields(group, dimension, default) for o in chosen[:MAX_VARIANTS]]
     return _products(found, group, base)
+
+
+def _query(markup: bytes | None) -> str:
+    """``_QUERY`` without the swatch attributes ``markup`` never names (an attribute's name
+    is written as it is, only its case may differ: a missing name is a certainty)."""
+    if markup is None:
+        return _QUERY
+    named = set(_SWATCH_NAMES.findall(markup))
+    return _QUERIES[frozenset(a for a, written in _SWATCH_BYTES if written in named)]
+
+
+class _Queries(dict[frozenset[str], str]):
+    def __missing__(self, attrs: frozenset[str]) -> str:
+        query = self[attrs] = ", ".join(
+            ["select", "input[type=radio][name]", *(f"[{a}]" for a in _SWATCH_ATTRS if a in attrs)]
+        )
+        return query
+
+
+_SWATCH_BYTES = tuple((a, a.encode()) for a in _SWATCH_ATTRS)
+_QUERIES = _Queries()  # at most 2^8 selectors, one per set of attributes
 
 
 class _Option:
@@ -229,7 +261,7 @@ def _group(
     # Options that carry data of their own. Swatches need a variant's data: a row of product
     # tiles carries skus too.
     hints = _VARIANT_HINTS if swatches else _DATA_HINTS
-    if dimension is None and not any(a in m.attributes for m in members for a in hints):
+    if dimension is None and all(hints.isdisjoint(m.attributes) for m in members):
         return "", []
     options = [o for o in (_option(m, tree) for m in members) if o is not None]
     prefixes = {m[0] if (m := _PREFIX.match(o.label)) else "" for o in options}
