@@ -10,6 +10,7 @@ selector queries; a property finds its owner by climbing to the nearest scope an
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -116,8 +117,7 @@ def in_tile_container(node: LexborNode, memo: dict[int, bool] | None = None) -> 
                 break
             climbed.append(parent.mem_id)
         attrs = parent.attributes
-        marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
-        if marks.strip() and _TILE_CONTAINER.search(marks):
+        if _tile_marks(f"{attrs.get('class') or ''} {attrs.get('id') or ''}"):
             found = True
             break
         parent = parent.parent
@@ -125,6 +125,11 @@ def in_tile_container(node: LexborNode, memo: dict[int, bool] | None = None) -> 
         for mem_id in climbed:
             memo[mem_id] = found
     return found
+
+
+@lru_cache(maxsize=4096)  # a site's containers carry a few hundred distinct classes
+def _tile_marks(marks: str) -> bool:
+    return bool(marks.strip()) and _TILE_CONTAINER.search(marks) is not None
 
 
 def _owner(node: LexborNode, scope: str) -> LexborNode | None:

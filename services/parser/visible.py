@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -253,13 +254,14 @@ def _read_prices(
         if node.tag == "h1" or node.tag in _UNSHOWN:
             continue
         marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
-        if _NOT_A_PRICE.search(marks) and not _OLD.search(marks):
+        marked_old, not_a_price = _price_marks(marks)
+        if not_a_price and not marked_old:
             continue
         if in_tile_container(node, memo):
             if out.price is not None:
                 break  # the buy box is behind: recommendations follow
             continue
-        if _OLD.search(marks) or _struck(node):
+        if marked_old or _struck(node):
             old = parse_price(_content(node) or node.text(deep=True, separator=" "))
             if old is not None and old > 0:
                 out.old_prices.add(old)
@@ -277,6 +279,12 @@ def _read_prices(
                 _sale(out, price, text)
             if after >= _BUY_BOX_PRICES:
                 break
+
+
+@lru_cache(maxsize=4096)  # a site's price elements carry a few dozen distinct classes
+def _price_marks(marks: str) -> tuple[bool, bool]:
+    """Whether an element's class and id mark an old price, and whether they mark no price."""
+    return _OLD.search(marks) is not None, _NOT_A_PRICE.search(marks) is not None
 
 
 def _sale(out: Visible, price: Decimal, text: str) -> None:
@@ -303,7 +311,7 @@ def _unmarked_price(title: LexborNode, out: Visible) -> None:
 def _not_shown_price(node: LexborNode) -> bool:
     """An element whose text is no current price: struck, old, or not shown at all."""
     marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
-    return node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _OLD.search(marks) is not None
+    return node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _price_marks(marks)[0]
 
 
 def _content(node: LexborNode) -> str | None:
@@ -342,7 +350,7 @@ def _own_text(node: LexborNode) -> str:
                 _join(pieces, piece, fraction)
             continue
         marks = f"{sub.attributes.get('class') or ''} {sub.attributes.get('id') or ''}"
-        struck = sub.tag in _STRUCK_TAGS or (_OLD.search(marks) and "price" in marks.lower())
+        struck = sub.tag in _STRUCK_TAGS or (_price_marks(marks)[0] and "price" in marks.lower())
         if struck or sub.tag in ("script", "style"):
             skipped.add(sub.mem_id)
     return " ".join(pieces)
@@ -425,18 +433,23 @@ def _stock(tree: LexborHTMLParser, memo: dict[int, bool]) -> Availability | None
     """What the first availability elements say; nothing when they disagree (a page carries
     the messages of every state and shows one of them by script)."""
     said: set[Availability] = set()
+    seen: set[int] = set()  # an element that matches two of the selectors comes twice
     for node in tree.css(_STOCK_NODES)[:_MAX_STOCK_NODES]:
-        if node.tag in _UNSHOWN or node.tag in ("body", "html", "link"):
+        if node.mem_id in seen or node.tag in _UNSHOWN or node.tag in ("body", "html", "link"):
             continue
-        text = node.text(deep=True, separator=" ")
-        if not text or len(text) > 300 or _IN_STORE.search(text):
-            continue  # a shop's stock for pickup says nothing about buying online
-        if _hidden(node) or in_tile_container(node, memo):
-            continue
-        state = shown_state(text)
-        if state is not None:
+        seen.add(node.mem_id)
+        state = _stock_words(node.text(deep=True, separator=" "))
+        if state is not None and not _hidden(node) and not in_tile_container(node, memo):
             said.add(state)
     return said.pop() if len(said) == 1 else None
+
+
+@lru_cache(maxsize=4096)  # a site says its few stock messages on every page
+def _stock_words(text: str) -> Availability | None:
+    """The state a stock element's text says, if it says one about buying online."""
+    if not text or len(text) > 300 or _IN_STORE.search(text):
+        return None  # a shop's stock for pickup says nothing about buying online
+    return shown_state(text)
 
 
 def _hidden(node: LexborNode) -> bool:
