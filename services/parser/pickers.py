@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -100,12 +101,11 @@ _PREFIX = re.compile(r"^[^:]{1,30}:\s*")  # "Tamanho: XS" on every option
 _COUNTING = re.compile(r"\d{1,3}")
 _URL_VALUE = re.compile(r"https?://|/[^/\s]")
 
-# The one query: pickers (selects, radios) and swatches (options with data- attributes).
-_SWATCH_ATTRS = ("data-sku", "data-variant-id", "data-variant", "data-size", "data-color",
-                 "data-colour", "data-option-value", "data-attribute-value")  # fmt: skip
-_QUERY = "select, input[type=radio][name], " + ", ".join(f"[{a}]" for a in _SWATCH_ATTRS)
+# The one query: pickers (selects, radios) and swatches (options with these data- attributes).
 # Each ``[data-…]`` alternative costs the query about as much as a walk of its own, and most
 # pages carry none or one of them: the query asks only for those the page's markup names.
+_SWATCH_ATTRS = ("data-sku", "data-variant-id", "data-variant", "data-size", "data-color",
+                 "data-colour", "data-option-value", "data-attribute-value")  # fmt: skip
 _SWATCH_NAMES = re.compile(
     rb"data-(?:sku|variant-id|variant|size|colou?r|option-value|attribute-value)"
 )
@@ -132,7 +132,8 @@ def read_pickers(
     selects: list[LexborNode] = []
     radios: dict[str, list[LexborNode]] = {}
     swatches: dict[int, tuple[LexborNode, list[LexborNode]]] = {}
-    for node in tree.css(_query(markup)):
+    named = _named(markup)
+    for node in tree.css(_QUERIES[named]):
         if node.tag == "select":
             selects.append(node)
         elif node.tag == "input" and (node.attributes.get("type") or "").lower() == "radio":
@@ -146,7 +147,7 @@ def read_pickers(
     for name, inputs in radios.items():
         candidates.append(_group(inputs[0], inputs, name, tree=tree))
     for parent, members in swatches.values():
-        candidates.append(_group(parent, members, "", swatches=True))
+        candidates.append(_group(parent, members, "", swatches=named))
     best = max((c for c in candidates if c[1]), key=_hinted, default=None)
     if best is None:
         return []
@@ -158,16 +159,18 @@ def read_pickers(
     return _products(found, group, base)
 
 
-def _query(markup: bytes | None) -> str:
-    """``_QUERY`` without the swatch attributes ``markup`` never names (an attribute's name
-    is written as it is, only its case may differ: a missing name is a certainty)."""
+def _named(markup: bytes | None) -> frozenset[str]:
+    """The swatch attributes ``markup`` names: the others cannot be on any element (an
+    attribute's name is written as it is, only its case may differ)."""
     if markup is None:
-        return _QUERY
+        return _ALL_SWATCH_ATTRS
     named = set(_SWATCH_NAMES.findall(markup))
-    return _QUERIES[frozenset(a for a, written in _SWATCH_BYTES if written in named)]
+    return frozenset(a for a, written in _SWATCH_BYTES if written in named)
 
 
 class _Queries(dict[frozenset[str], str]):
+    """The query for pickers and for swatches that carry the key's attributes."""
+
     def __missing__(self, attrs: frozenset[str]) -> str:
         query = self[attrs] = ", ".join(
             ["select", "input[type=radio][name]", *(f"[{a}]" for a in _SWATCH_ATTRS if a in attrs)]
@@ -176,6 +179,7 @@ class _Queries(dict[frozenset[str], str]):
 
 
 _SWATCH_BYTES = tuple((a, a.encode()) for a in _SWATCH_ATTRS)
+_ALL_SWATCH_ATTRS = frozenset(_SWATCH_ATTRS)
 _QUERIES = _Queries()  # at most 2^8 selectors, one per set of attributes
 
 
@@ -239,29 +243,29 @@ def _group(
     members: list[LexborNode],
     name: str,
     *,
-    swatches: bool = False,
+    swatches: frozenset[str] | None = None,
     tree: LexborHTMLParser | None = None,
     labelled: LexborHTMLParser | None = None,
 ) -> tuple[str, list[_Option]]:
-    """(dimension, options) of one picker; no options when it is not one. ``labelled``: look
+    """(dimension, options) of one picker; no options when it is not one. ``swatches``: the
+    members are swatches, and these the swatch attributes the page names. ``labelled``: look
     for the holder's ``<label for>`` (a select's) when its own attributes do not decide."""
     if len(members) < 2:
         return "", []
     attrs = holder.attributes
     own = " ".join(v for k, v in attrs.items() if v and k in _NAMING)
-    words = _words(f"{name} {own} {_swatch_attr(members)}")
-    if _NOT_PICKER.search(words):
+    refused, dimension = _naming(f"{name} {own} {_swatch_attr(members)}")
+    if refused:
         return "", []
-    dimension = next((dim for rx, dim in _DIMENSIONS if rx.search(words)), None)
     if dimension is None and labelled is not None and (label := _label_for(holder, labelled)):
-        words = _words(label)  # a tree query: only for the select its attributes leave open
-        if _NOT_PICKER.search(words):
+        # A tree query: only for the select its attributes leave open.
+        refused, dimension = _naming(label)
+        if refused:
             return "", []
-        dimension = next((dim for rx, dim in _DIMENSIONS if rx.search(words)), None)
     # Options that carry data of their own. Swatches need a variant's data: a row of product
     # tiles carries skus too.
-    hints = _VARIANT_HINTS if swatches else _DATA_HINTS
-    if dimension is None and all(hints.isdisjoint(m.attributes) for m in members):
+    hints = _DATA_HINTS if swatches is None else _VARIANT_HINTS & swatches
+    if dimension is None and (not hints or all(hints.isdisjoint(m.attributes) for m in members)):
         return "", []
     options = [o for o in (_option(m, tree) for m in members) if o is not None]
     prefixes = {m[0] if (m := _PREFIX.match(o.label)) else "" for o in options}
@@ -278,6 +282,16 @@ def _group(
     ):
         return "", []  # 1, 2, 3...: a quantity, whatever it is called
     return dimension or "option", options
+
+
+@lru_cache(maxsize=4096)  # a site names its pickers (and card rows) alike on every page
+def _naming(text: str) -> tuple[bool, str | None]:
+    """Whether a picker's names say it chooses something else (a quantity, a sort order…),
+    else the dimension they name, if any."""
+    words = _words(text)
+    if _NOT_PICKER.search(words):
+        return True, None
+    return False, next((dim for rx, dim in _DIMENSIONS if rx.search(words)), None)
 
 
 def _counts(labels: list[str]) -> bool:
