@@ -16,6 +16,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from services.parser.jsonld import Forest
+from services.parser.markup import Markup
 
 _URL_ATTR = {
     "a": "href",
@@ -46,16 +47,28 @@ _TILE_CLIMB = 12  # ancestors looked at
 _META_PREFIXES = ("og:", "product:", "fb:", "twitter:", "article:", "al:")
 
 
-def extract_microdata(tree: LexborHTMLParser) -> Forest:
-    return _walk(tree, scope="itemscope", prop="itemprop", kind="itemtype", ident="itemid")
+def extract_microdata(tree: LexborHTMLParser, markup: Markup | None = None) -> Forest:
+    """``markup``: the page's, when the caller has it (a page without the scope attribute's
+    name is not walked)."""
+    return _walk(tree, markup, scope="itemscope", prop="itemprop", kind="itemtype", ident="itemid")
 
 
-def extract_rdfa(tree: LexborHTMLParser) -> Forest:
-    return _walk(tree, scope="typeof", prop="property", kind="typeof", ident="resource")
+def extract_rdfa(tree: LexborHTMLParser, markup: Markup | None = None) -> Forest:
+    return _walk(tree, markup, scope="typeof", prop="property", kind="typeof", ident="resource")
 
 
-def _walk(tree: LexborHTMLParser, *, scope: str, prop: str, kind: str, ident: str) -> Forest:
+def _walk(
+    tree: LexborHTMLParser,
+    markup: Markup | None,
+    *,
+    scope: str,
+    prop: str,
+    kind: str,
+    ident: str,
+) -> Forest:
     forest = Forest()
+    if markup is not None and not markup.names(scope.encode()):
+        return forest
     scope_nodes = tree.css(f"[{scope}]")
     if not scope_nodes:
         return forest

@@ -30,6 +30,7 @@ from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
 from services.parser.listing import reached_as_listing
+from services.parser.markup import Markup
 from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.nesting import too_deep
@@ -136,9 +137,9 @@ def _guard(step: str, url: str, fn: Callable[[], T]) -> T | None:
         return None
 
 
-def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str, bytes] | None:
-    """The page's tree, its text and its markup in ASCII lower case (what lexbor parsed:
-    substring tests on it tell a reader which queries cannot match)."""
+def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str, Markup] | None:
+    """The page's tree, its text and its markup (what lexbor parsed: substring tests on it
+    tell a reader which queries cannot match)."""
     if not isinstance(body, bytes | bytearray | memoryview):
         return None
     mime = (content_type or "").split(";", 1)[0].strip().lower()
@@ -154,7 +155,7 @@ def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str,
         return None
     # lexbor parses UTF-8: bytes that are the text's UTF-8 already spare encoding it again.
     parsed = raw if exact else text.encode("utf-8", "ignore")  # as selectolax encodes text
-    return LexborHTMLParser(parsed), text, parsed.lower()
+    return LexborHTMLParser(parsed), text, Markup(parsed)
 
 
 def _base_url(heads: list[LexborNode], url: str) -> str:
@@ -168,7 +169,7 @@ def _base_url(heads: list[LexborNode], url: str) -> str:
 def _product(
     tree: LexborHTMLParser,
     text: str,
-    markup: bytes,
+    markup: Markup,
     url: str,
     base: str,
     forest: Forest,
@@ -184,7 +185,10 @@ def _product(
     meta = _guard("metatags", url, lambda: extract_metatags(tree))
     heading = meta.first("og:title") if meta is not None else None
     heading = heading or _page_title(tree)
-    shown = _guard("visible", url, lambda: read_visible(tree, title_hint=heading)) or Visible()
+    shown = (
+        _guard("visible", url, lambda: read_visible(tree, title_hint=heading, markup=markup))
+        or Visible()
+    )
     titles = tuple(t for t in (shown.name, heading) if t)
     levels: list[tuple[str, Fields]] = []
     decided: int | None = None
@@ -192,8 +196,8 @@ def _product(
     structured: tuple[dict[str, Any], dict[str, Any]] | None = None  # the deciding node, index
     for name, extract in (
         ("jsonld", lambda: forest),
-        ("microdata", lambda: extract_microdata(tree)),
-        ("rdfa", lambda: extract_rdfa(tree)),
+        ("microdata", lambda: extract_microdata(tree, markup)),
+        ("rdfa", lambda: extract_rdfa(tree, markup)),
     ):
         found = _guard("structured", url, extract)
         verdict = select_main(found, page_urls, titles) if found is not None else None

@@ -27,6 +27,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability, Product
 from services.parser.availability import normalize_availability
+from services.parser.markup import Markup
 from services.parser.metatags import Fields
 from services.parser.prices import currency_in_text, format_price, parse_price
 from services.parser.product import MAX_VARIANTS
@@ -125,10 +126,10 @@ _LABEL_ATTRS = ("data-size", "data-color", "data-colour", "data-option-value",
 
 
 def read_pickers(
-    tree: LexborHTMLParser, group: Product, base: str, markup: bytes | None = None
+    tree: LexborHTMLParser, group: Product, base: str, markup: Markup | None = None
 ) -> list[Product]:
     """The variants the page's picker shows (none when it has no picker). ``markup``: the
-    page's HTML in ASCII lower case, when the caller has it (see ``_query``)."""
+    page's, when the caller has it (see ``_named``)."""
     selects: list[LexborNode] = []
     radios: dict[str, list[LexborNode]] = {}
     swatches: dict[int, tuple[LexborNode, list[LexborNode]]] = {}
@@ -159,12 +160,12 @@ def read_pickers(
     return _products(found, group, base)
 
 
-def _named(markup: bytes | None) -> frozenset[str]:
-    """The swatch attributes ``markup`` names: the others cannot be on any element (an
-    attribute's name is written as it is, only its case may differ)."""
+def _named(markup: Markup | None) -> frozenset[str]:
+    """The swatch attributes ``markup`` names: the others are on no element. (One regex
+    over the markup costs about what one attribute alternative of the query does.)"""
     if markup is None:
         return _ALL_SWATCH_ATTRS
-    named = set(_SWATCH_NAMES.findall(markup))
+    named = set(_SWATCH_NAMES.findall(markup.lowered))
     return frozenset(a for a, written in _SWATCH_BYTES if written in named)
 
 

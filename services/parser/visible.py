@@ -40,6 +40,7 @@ from schemas.messages import Availability
 from services.parser.availability import SOLD_OUT_WORDS, shown_state
 from services.parser.identifiers import is_item_url
 from services.parser.listing import cards_link_elsewhere
+from services.parser.markup import Alternative, Markup, Query
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
     currency_in_text,
@@ -92,7 +93,12 @@ _BUY_WORDS = re.compile(
 )
 _MAX_BUTTONS = 300
 _MAX_CONTROLS = 40  # more add-to-cart controls than this: a grid, not a buy box
-_PRICE_NODES = 'h1, [class*="price" i], [id*="price" i], [itemprop="price"]'
+_PRICE_NODES = Query(
+    Alternative("h1"),
+    Alternative('[class*="price" i]'),
+    Alternative('[id*="price" i]'),
+    Alternative('[itemprop="price"]', names=(b"itemprop",)),
+)
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
 _OLD = re.compile(
@@ -120,9 +126,13 @@ _PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*%")
 _STRUCK_TAGS = ("del", "s", "strike")
 _DECIMALS = re.compile(r"[.,]\d{1,2}$")
 _FRACTION = re.compile(r"fraction|decimal|cent", re.I)
-_STOCK_NODES = (  # each alternative is a walk of the tree: few and broad
-    '[class*="availability" i], [class*="stock" i], [id*="availability" i], [id*="stock" i], '
-    '[class*="sold-out" i], [itemprop="availability"]'
+_STOCK_NODES = Query(  # each alternative is a walk of the tree: few and broad
+    Alternative('[class*="availability" i]'),
+    Alternative('[class*="stock" i]'),
+    Alternative('[id*="availability" i]'),
+    Alternative('[id*="stock" i]'),
+    Alternative('[class*="sold-out" i]'),
+    Alternative('[itemprop="availability"]', names=(b"itemprop",)),
 )
 _HIDDEN = re.compile(r"(?:^|[\s_-])(?:hidden|hide|d-none|invisible|is-hidden)(?:$|[\s_-])", re.I)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
@@ -171,21 +181,24 @@ class Visible:
         return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 6)
 
 
-def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
+def read_visible(
+    tree: LexborHTMLParser, *, title_hint: str | None, markup: Markup | None = None
+) -> Visible:
     """Title, buy-box prices and stock words; the buy controls are looked for on demand
-    (``find_buttons``): they cost several walks of the tree."""
+    (``find_buttons``): they cost several walks of the tree. ``markup``: the page's, when
+    the caller has it (its queries then leave out what cannot match)."""
     out = Visible()
     memo: dict[int, bool] = {}
     # One walk of the tree for the titles and the price elements: _PRICE_NODES holds every
     # h1, in document order.
-    nodes = tree.css(_PRICE_NODES)
+    nodes = tree.css(_PRICE_NODES.on(markup))
     title = _title([node for node in nodes if node.tag == "h1"], title_hint)
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
     _read_prices(nodes, title, out, memo)
     if out.price is None and title is not None:
         _unmarked_price(title, out)
-    out.stock = _stock(tree, memo)
+    out.stock = _stock(tree, memo, markup)
     return out
 
 
@@ -429,12 +442,14 @@ def _outermost(nodes: list[LexborNode]) -> list[LexborNode]:
     return out
 
 
-def _stock(tree: LexborHTMLParser, memo: dict[int, bool]) -> Availability | None:
+def _stock(
+    tree: LexborHTMLParser, memo: dict[int, bool], markup: Markup | None
+) -> Availability | None:
     """What the first availability elements say; nothing when they disagree (a page carries
     the messages of every state and shows one of them by script)."""
     said: set[Availability] = set()
     seen: set[int] = set()  # an element that matches two of the selectors comes twice
-    for node in tree.css(_STOCK_NODES)[:_MAX_STOCK_NODES]:
+    for node in tree.css(_STOCK_NODES.on(markup))[:_MAX_STOCK_NODES]:
         if node.mem_id in seen or node.tag in _UNSHOWN or node.tag in ("body", "html", "link"):
             continue
         seen.add(node.mem_id)
