@@ -135,11 +135,12 @@ def read_pickers(
     swatches: dict[int, tuple[LexborNode, list[LexborNode]]] = {}
     named = _named(markup)
     for node in tree.css(_QUERIES[named]):
-        if node.tag == "select":
+        tag = node.tag  # a property that decodes the name on every read
+        if tag == "select":
             selects.append(node)
-        elif node.tag == "input" and (node.attributes.get("type") or "").lower() == "radio":
+        elif tag == "input" and (node.attributes.get("type") or "").lower() == "radio":
             radios.setdefault(node.attributes.get("name") or "", []).append(node)
-        elif node.tag != "option" and (parent := node.parent) is not None:
+        elif tag != "option" and (parent := node.parent) is not None:
             swatches.setdefault(parent.mem_id, (parent, []))[1].append(node)
     candidates: list[tuple[str, list[_Option]]] = []
     for select in selects:

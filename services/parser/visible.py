@@ -264,7 +264,8 @@ def _read_prices(
         start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
     after = 0  # price elements read after the main price: the rest of the buy box
     for node in nodes[start : start + _MAX_PRICE_NODES]:
-        if node.tag == "h1" or node.tag in _UNSHOWN:
+        tag = node.tag  # a property that decodes the name on every read
+        if tag == "h1" or tag in _UNSHOWN:
             continue
         marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
         marked_old, not_a_price = _price_marks(marks)
@@ -450,7 +451,7 @@ def _stock(
     said: set[Availability] = set()
     seen: set[int] = set()  # an element that matches two of the selectors comes twice
     for node in tree.css(_STOCK_NODES.on(markup))[:_MAX_STOCK_NODES]:
-        if node.mem_id in seen or node.tag in _UNSHOWN or node.tag in ("body", "html", "link"):
+        if node.mem_id in seen or (tag := node.tag) in _UNSHOWN or tag in ("body", "html", "link"):
             continue
         seen.add(node.mem_id)
         state = _stock_words(node.text(deep=True, separator=" "))
