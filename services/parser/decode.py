@@ -90,22 +90,23 @@ def decode_html_utf8(body: bytes, content_type: str | None = None) -> tuple[str,
             return body[len(bom) :].decode(codec, "replace"), False
     if body.isascii():
         return body.decode("ascii"), True
-    declared = charset_from_content_type(content_type) or sniff_meta_charset(body)
     utf8 = _strict(body, "utf-8")
-    exact = utf8 is not None
-    if utf8 is None:
-        # UTF-8 with a few broken bytes (a truncated copy, one bad include) is still UTF-8:
-        # replacing those bytes beats reading every other character as windows-1252.
-        utf8 = _mostly_utf8(body)
+    if utf8 is not None:
+        # Valid UTF-8 with non-ASCII sequences, whatever the page declares: a declaration
+        # of another charset is wrong (mojibake otherwise), so none is looked for.
+        return utf8, True
+    declared = charset_from_content_type(content_type) or sniff_meta_charset(body)
+    # UTF-8 with a few broken bytes (a truncated copy, one bad include) is still UTF-8:
+    # replacing those bytes beats reading every other character as windows-1252.
+    utf8 = _mostly_utf8(body)
     if declared and declared != "utf-8":
-        # Valid UTF-8 with non-ASCII sequences: the declaration is wrong (mojibake otherwise).
         if utf8 is not None:
-            return utf8, exact
+            return utf8, False
         text = _strict(body, declared)
         if text is not None:
             return _fix_yen(text, declared), False
     elif utf8 is not None:
-        return utf8, exact
+        return utf8, False
     codec = _detect(body) or declared or "cp1252"
     return _fix_yen(body.decode(codec, "replace"), codec), False
 

@@ -47,7 +47,9 @@ class MetaTags:
 
 def extract_metatags(tree: LexborHTMLParser) -> MetaTags:
     meta = MetaTags()
-    for node in tree.css("meta[property], meta[name]"):
+    # Every <meta>: a "meta[property], meta[name]" list costs lexbor a walk per alternative
+    # (and yields a tag that has both twice); those with neither have no key below.
+    for node in tree.css("meta"):
         attrs = node.attributes
         key = (attrs.get("property") or attrs.get("name") or "").strip().lower()
         if not key.startswith(_PREFIXES):

@@ -10,11 +10,13 @@ selector queries; a property finds its owner by climbing to the nearest scope an
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from services.parser.jsonld import Forest
+from services.parser.markup import Markup
 
 _URL_ATTR = {
     "a": "href",
@@ -45,16 +47,28 @@ _TILE_CLIMB = 12  # ancestors looked at
 _META_PREFIXES = ("og:", "product:", "fb:", "twitter:", "article:", "al:")
 
 
-def extract_microdata(tree: LexborHTMLParser) -> Forest:
-    return _walk(tree, scope="itemscope", prop="itemprop", kind="itemtype", ident="itemid")
+def extract_microdata(tree: LexborHTMLParser, markup: Markup | None = None) -> Forest:
+    """``markup``: the page's, when the caller has it (a page without the scope attribute's
+    name is not walked)."""
+    return _walk(tree, markup, scope="itemscope", prop="itemprop", kind="itemtype", ident="itemid")
 
 
-def extract_rdfa(tree: LexborHTMLParser) -> Forest:
-    return _walk(tree, scope="typeof", prop="property", kind="typeof", ident="resource")
+def extract_rdfa(tree: LexborHTMLParser, markup: Markup | None = None) -> Forest:
+    return _walk(tree, markup, scope="typeof", prop="property", kind="typeof", ident="resource")
 
 
-def _walk(tree: LexborHTMLParser, *, scope: str, prop: str, kind: str, ident: str) -> Forest:
+def _walk(
+    tree: LexborHTMLParser,
+    markup: Markup | None,
+    *,
+    scope: str,
+    prop: str,
+    kind: str,
+    ident: str,
+) -> Forest:
     forest = Forest()
+    if markup is not None and not markup.names(scope.encode()):
+        return forest
     scope_nodes = tree.css(f"[{scope}]")
     if not scope_nodes:
         return forest
@@ -116,8 +130,7 @@ def in_tile_container(node: LexborNode, memo: dict[int, bool] | None = None) -> 
                 break
             climbed.append(parent.mem_id)
         attrs = parent.attributes
-        marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
-        if marks.strip() and _TILE_CONTAINER.search(marks):
+        if _tile_marks(f"{attrs.get('class') or ''} {attrs.get('id') or ''}"):
             found = True
             break
         parent = parent.parent
@@ -125,6 +138,11 @@ def in_tile_container(node: LexborNode, memo: dict[int, bool] | None = None) -> 
         for mem_id in climbed:
             memo[mem_id] = found
     return found
+
+
+@lru_cache(maxsize=4096)  # a site's containers carry a few hundred distinct classes
+def _tile_marks(marks: str) -> bool:
+    return bool(marks.strip()) and _TILE_CONTAINER.search(marks) is not None
 
 
 def _owner(node: LexborNode, scope: str) -> LexborNode | None:

@@ -30,6 +30,7 @@ from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
 from services.parser.listing import reached_as_listing
+from services.parser.markup import Markup
 from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.nesting import too_deep
@@ -77,7 +78,7 @@ def parse_page(
     decoded = _guard("decode", url, lambda: _tree(body, content_type))
     if decoded is None:
         return PageParse(product=None, links=[])
-    tree, text = decoded
+    tree, text, markup = decoded
     # <base href> and <link rel href> (the canonical URL, rel=next/prev): one walk for all.
     heads = _guard("links", url, lambda: tree.css("base[href], link[rel][href]")) or []
     base = _guard("base", url, lambda: _base_url(heads, url)) or url
@@ -86,7 +87,7 @@ def parse_page(
     scripts = _guard("scripts", url, lambda: tree.css("script"))
     forest = _guard("jsonld", url, lambda: extract_jsonld(tree, scripts)) or Forest()
     found = _guard(
-        "product", url, lambda: _product(tree, text, url, base, forest, source, kind, heads)
+        "product", url, lambda: _product(tree, text, markup, url, base, forest, source, kind, heads)
     )
     product, variants = found if found is not None else (None, [])
     rules = _guard("rules", url, lambda: Rules.build(source, url))
@@ -136,7 +137,9 @@ def _guard(step: str, url: str, fn: Callable[[], T]) -> T | None:
         return None
 
 
-def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str] | None:
+def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str, Markup] | None:
+    """The page's tree, its text and its markup (what lexbor parsed: substring tests on it
+    tell a reader which queries cannot match)."""
     if not isinstance(body, bytes | bytearray | memoryview):
         return None
     mime = (content_type or "").split(";", 1)[0].strip().lower()
@@ -144,13 +147,15 @@ def _tree(body: bytes, content_type: str | None) -> tuple[LexborHTMLParser, str]
         return None
     raw = bytes(body[:MAX_BODY])
     text, exact = decode_html_utf8(raw, content_type)
-    if "\x00" in text:
+    # On exact UTF-8 the bytes say it at memchr speed (the text may be two bytes a character).
+    if (b"\x00" in raw) if exact else ("\x00" in text):
         text, exact = text.replace("\x00", ""), False
     if too_deep(text):
         log.info("page nested too deep; not parsed", extra={"action": "parse_too_deep"})
         return None
     # lexbor parses UTF-8: bytes that are the text's UTF-8 already spare encoding it again.
-    return LexborHTMLParser(raw if exact else text), text
+    parsed = raw if exact else text.encode("utf-8", "ignore")  # as selectolax encodes text
+    return LexborHTMLParser(parsed), text, Markup(parsed)
 
 
 def _base_url(heads: list[LexborNode], url: str) -> str:
@@ -164,6 +169,7 @@ def _base_url(heads: list[LexborNode], url: str) -> str:
 def _product(
     tree: LexborHTMLParser,
     text: str,
+    markup: Markup,
     url: str,
     base: str,
     forest: Forest,
@@ -179,7 +185,10 @@ def _product(
     meta = _guard("metatags", url, lambda: extract_metatags(tree))
     heading = meta.first("og:title") if meta is not None else None
     heading = heading or _page_title(tree)
-    shown = _guard("visible", url, lambda: read_visible(tree, title_hint=heading)) or Visible()
+    shown = (
+        _guard("visible", url, lambda: read_visible(tree, title_hint=heading, markup=markup))
+        or Visible()
+    )
     titles = tuple(t for t in (shown.name, heading) if t)
     levels: list[tuple[str, Fields]] = []
     decided: int | None = None
@@ -187,8 +196,8 @@ def _product(
     structured: tuple[dict[str, Any], dict[str, Any]] | None = None  # the deciding node, index
     for name, extract in (
         ("jsonld", lambda: forest),
-        ("microdata", lambda: extract_microdata(tree)),
-        ("rdfa", lambda: extract_rdfa(tree)),
+        ("microdata", lambda: extract_microdata(tree, markup)),
+        ("rdfa", lambda: extract_rdfa(tree, markup)),
     ):
         found = _guard("structured", url, extract)
         verdict = select_main(found, page_urls, titles) if found is not None else None
@@ -241,7 +250,7 @@ def _product(
         node, index = structured
         variants = _guard("variants", url, lambda: expand_variants(node, index, product, base))
     if not variants:  # no structured variants: the page's visible picker may show them
-        variants = _guard("pickers", url, lambda: read_pickers(tree, product, base))
+        variants = _guard("pickers", url, lambda: read_pickers(tree, product, base, markup))
     return product, variants or []
 
 

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
+from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability, Product
 from services.parser.availability import normalize_availability
+from services.parser.markup import Markup
 from services.parser.metatags import Fields
 from services.parser.prices import currency_in_text, format_price, parse_price
 from services.parser.product import MAX_VARIANTS
@@ -100,15 +102,22 @@ _PREFIX = re.compile(r"^[^:]{1,30}:\s*")  # "Tamanho: XS" on every option
 _COUNTING = re.compile(r"\d{1,3}")
 _URL_VALUE = re.compile(r"https?://|/[^/\s]")
 
-# The one query: pickers (selects, radios) and swatches (options with data- attributes).
+# The one query: pickers (selects, radios) and swatches (options with these data- attributes).
+# Each ``[data-…]`` alternative costs the query about as much as a walk of its own, and most
+# pages carry none or one of them: the query asks only for those the page's markup names.
 _SWATCH_ATTRS = ("data-sku", "data-variant-id", "data-variant", "data-size", "data-color",
                  "data-colour", "data-option-value", "data-attribute-value")  # fmt: skip
-_QUERY = "select, input[type=radio][name], " + ", ".join(f"[{a}]" for a in _SWATCH_ATTRS)
+_SWATCH_NAMES = re.compile(
+    rb"data-(?:sku|variant-id|variant|size|colou?r|option-value|attribute-value)"
+)
 _PRICE_ATTRS = ("data-price", "data-variant-price", "data-price-amount", "data-amount")
 _STOCK_ATTRS = ("data-stock", "data-available", "data-availability", "data-in-stock",
                 "data-inventory", "data-inventory-quantity")  # fmt: skip
-_DATA_HINTS = ("data-sku", "data-variant-id", "data-variant", *_PRICE_ATTRS, *_STOCK_ATTRS)
-_VARIANT_HINTS = ("data-variant-id", "data-variant", "data-option-value", "data-attribute-value")
+_DATA_HINTS = frozenset(("data-sku", "data-variant-id", "data-variant", *_PRICE_ATTRS,
+                         *_STOCK_ATTRS))  # fmt: skip
+_VARIANT_HINTS = frozenset(
+    ("data-variant-id", "data-variant", "data-option-value", "data-attribute-value")
+)
 # Attributes of a picker (or a swatch list's container) that may name what it chooses.
 _NAMING = frozenset({"name", "id", "class", "aria-label", "data-option-name",
                      "data-attribute_name", "data-name", "data-option", "title"})  # fmt: skip
@@ -116,17 +125,22 @@ _LABEL_ATTRS = ("data-size", "data-color", "data-colour", "data-option-value",
                 "data-attribute-value", "data-value", "title", "aria-label", "value")  # fmt: skip
 
 
-def read_pickers(tree: LexborHTMLParser, group: Product, base: str) -> list[Product]:
-    """The variants the page's picker shows (none when it has no picker)."""
+def read_pickers(
+    tree: LexborHTMLParser, group: Product, base: str, markup: Markup | None = None
+) -> list[Product]:
+    """The variants the page's picker shows (none when it has no picker). ``markup``: the
+    page's, when the caller has it (see ``_named``)."""
     selects: list[LexborNode] = []
     radios: dict[str, list[LexborNode]] = {}
     swatches: dict[int, tuple[LexborNode, list[LexborNode]]] = {}
-    for node in tree.css(_QUERY):
-        if node.tag == "select":
+    named = _named(markup)
+    for node in tree.css(_QUERIES[named]):
+        tag = node.tag  # a property that decodes the name on every read
+        if tag == "select":
             selects.append(node)
-        elif node.tag == "input" and (node.attributes.get("type") or "").lower() == "radio":
+        elif tag == "input" and (node.attributes.get("type") or "").lower() == "radio":
             radios.setdefault(node.attributes.get("name") or "", []).append(node)
-        elif node.tag != "option" and (parent := node.parent) is not None:
+        elif tag != "option" and (parent := node.parent) is not None:
             swatches.setdefault(parent.mem_id, (parent, []))[1].append(node)
     candidates: list[tuple[str, list[_Option]]] = []
     for select in selects:
@@ -135,7 +149,7 @@ def read_pickers(tree: LexborHTMLParser, group: Product, base: str) -> list[Prod
     for name, inputs in radios.items():
         candidates.append(_group(inputs[0], inputs, name, tree=tree))
     for parent, members in swatches.values():
-        candidates.append(_group(parent, members, "", swatches=True))
+        candidates.append(_group(parent, members, "", swatches=named))
     best = max((c for c in candidates if c[1]), key=_hinted, default=None)
     if best is None:
         return []
@@ -145,6 +159,30 @@ def read_pickers(tree: LexborHTMLParser, group: Product, base: str) -> list[Prod
     default = "in_stock" if marked else _as_group(group.availability)
     found = [o.fields(group, dimension, default) for o in chosen[:MAX_VARIANTS]]
     return _products(found, group, base)
+
+
+def _named(markup: Markup | None) -> frozenset[str]:
+    """The swatch attributes ``markup`` names: the others are on no element. (One regex
+    over the markup costs about what one attribute alternative of the query does.)"""
+    if markup is None:
+        return _ALL_SWATCH_ATTRS
+    named = set(_SWATCH_NAMES.findall(markup.lowered))
+    return frozenset(a for a, written in _SWATCH_BYTES if written in named)
+
+
+class _Queries(dict[frozenset[str], str]):
+    """The query for pickers and for swatches that carry the key's attributes."""
+
+    def __missing__(self, attrs: frozenset[str]) -> str:
+        query = self[attrs] = ", ".join(
+            ["select", "input[type=radio][name]", *(f"[{a}]" for a in _SWATCH_ATTRS if a in attrs)]
+        )
+        return query
+
+
+_SWATCH_BYTES = tuple((a, a.encode()) for a in _SWATCH_ATTRS)
+_ALL_SWATCH_ATTRS = frozenset(_SWATCH_ATTRS)
+_QUERIES = _Queries()  # at most 2^8 selectors, one per set of attributes
 
 
 class _Option:
@@ -207,29 +245,29 @@ def _group(
     members: list[LexborNode],
     name: str,
     *,
-    swatches: bool = False,
+    swatches: frozenset[str] | None = None,
     tree: LexborHTMLParser | None = None,
     labelled: LexborHTMLParser | None = None,
 ) -> tuple[str, list[_Option]]:
-    """(dimension, options) of one picker; no options when it is not one. ``labelled``: look
+    """(dimension, options) of one picker; no options when it is not one. ``swatches``: the
+    members are swatches, and these the swatch attributes the page names. ``labelled``: look
     for the holder's ``<label for>`` (a select's) when its own attributes do not decide."""
     if len(members) < 2:
         return "", []
     attrs = holder.attributes
     own = " ".join(v for k, v in attrs.items() if v and k in _NAMING)
-    words = _words(f"{name} {own} {_swatch_attr(members)}")
-    if _NOT_PICKER.search(words):
+    refused, dimension = _naming(f"{name} {own} {_swatch_attr(members)}")
+    if refused:
         return "", []
-    dimension = next((dim for rx, dim in _DIMENSIONS if rx.search(words)), None)
     if dimension is None and labelled is not None and (label := _label_for(holder, labelled)):
-        words = _words(label)  # a tree query: only for the select its attributes leave open
-        if _NOT_PICKER.search(words):
+        # A tree query: only for the select its attributes leave open.
+        refused, dimension = _naming(label)
+        if refused:
             return "", []
-        dimension = next((dim for rx, dim in _DIMENSIONS if rx.search(words)), None)
     # Options that carry data of their own. Swatches need a variant's data: a row of product
     # tiles carries skus too.
-    hints = _VARIANT_HINTS if swatches else _DATA_HINTS
-    if dimension is None and not any(a in m.attributes for m in members for a in hints):
+    hints = _DATA_HINTS if swatches is None else _VARIANT_HINTS & swatches
+    if dimension is None and (not hints or all(hints.isdisjoint(m.attributes) for m in members)):
         return "", []
     options = [o for o in (_option(m, tree) for m in members) if o is not None]
     prefixes = {m[0] if (m := _PREFIX.match(o.label)) else "" for o in options}
@@ -246,6 +284,16 @@ def _group(
     ):
         return "", []  # 1, 2, 3...: a quantity, whatever it is called
     return dimension or "option", options
+
+
+@lru_cache(maxsize=4096)  # a site names its pickers (and card rows) alike on every page
+def _naming(text: str) -> tuple[bool, str | None]:
+    """Whether a picker's names say it chooses something else (a quantity, a sort order…),
+    else the dimension they name, if any."""
+    words = _words(text)
+    if _NOT_PICKER.search(words):
+        return True, None
+    return False, next((dim for rx, dim in _DIMENSIONS if rx.search(words)), None)
 
 
 def _counts(labels: list[str]) -> bool:

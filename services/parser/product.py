@@ -251,7 +251,10 @@ def same_product(a: Fields, b: Fields) -> bool:
 
 
 def _letters(text: str) -> str:
-    return "".join(c for c in text.casefold() if c.isalnum())
+    return _NOT_ALNUM.sub("", text.casefold())
+
+
+_NOT_ALNUM = re.compile(r"[\W_]+")  # \w is str.isalnum() and "_"
 
 
 # --- fields of one entity ------------------------------------------------------------------

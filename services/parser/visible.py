@@ -32,6 +32,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -39,6 +40,7 @@ from schemas.messages import Availability
 from services.parser.availability import SOLD_OUT_WORDS, shown_state
 from services.parser.identifiers import is_item_url
 from services.parser.listing import cards_link_elsewhere
+from services.parser.markup import Alternative, Markup, Query
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
     currency_in_text,
@@ -100,7 +102,12 @@ _BUY_WORDS = re.compile(
 )
 _MAX_BUTTONS = 300
 _MAX_CONTROLS = 40  # more add-to-cart controls than this: a grid, not a buy box
-_PRICE_NODES = 'h1, [class*="price" i], [id*="price" i], [itemprop="price"]'
+_PRICE_NODES = Query(
+    Alternative("h1"),
+    Alternative('[class*="price" i]'),
+    Alternative('[id*="price" i]'),
+    Alternative('[itemprop="price"]', names=(b"itemprop",)),
+)
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
 _OLD = re.compile(
@@ -128,9 +135,13 @@ _PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*%")
 _STRUCK_TAGS = ("del", "s", "strike")
 _DECIMALS = re.compile(r"[.,]\d{1,2}$")
 _FRACTION = re.compile(r"fraction|decimal|cent", re.I)
-_STOCK_NODES = (  # each alternative is a walk of the tree: few and broad
-    '[class*="availability" i], [class*="stock" i], [id*="availability" i], [id*="stock" i], '
-    '[class*="sold-out" i], [itemprop="availability"]'
+_STOCK_NODES = Query(  # each alternative is a walk of the tree: few and broad
+    Alternative('[class*="availability" i]'),
+    Alternative('[class*="stock" i]'),
+    Alternative('[id*="availability" i]'),
+    Alternative('[id*="stock" i]'),
+    Alternative('[class*="sold-out" i]'),
+    Alternative('[itemprop="availability"]', names=(b"itemprop",)),
 )
 _HIDDEN = re.compile(r"(?:^|[\s_-])(?:hidden|hide|d-none|invisible|is-hidden)(?:$|[\s_-])", re.I)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
@@ -179,21 +190,24 @@ class Visible:
         return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 6)
 
 
-def read_visible(tree: LexborHTMLParser, *, title_hint: str | None) -> Visible:
+def read_visible(
+    tree: LexborHTMLParser, *, title_hint: str | None, markup: Markup | None = None
+) -> Visible:
     """Title, buy-box prices and stock words; the buy controls are looked for on demand
-    (``find_buttons``): they cost several walks of the tree."""
+    (``find_buttons``): they cost several walks of the tree. ``markup``: the page's, when
+    the caller has it (its queries then leave out what cannot match)."""
     out = Visible()
     memo: dict[int, bool] = {}
     # One walk of the tree for the titles and the price elements: _PRICE_NODES holds every
     # h1, in document order.
-    nodes = tree.css(_PRICE_NODES)
+    nodes = tree.css(_PRICE_NODES.on(markup))
     title = _title([node for node in nodes if node.tag == "h1"], title_hint)
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
     _read_prices(nodes, title, out, memo)
     if out.price is None and title is not None:
         _unmarked_price(title, out)
-    out.stock = _stock(tree, memo)
+    out.stock = _stock(tree, memo, markup)
     return out
 
 
@@ -259,16 +273,18 @@ def _read_prices(
         start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
     after = 0  # price elements read after the main price: the rest of the buy box
     for node in nodes[start : start + _MAX_PRICE_NODES]:
-        if node.tag == "h1" or node.tag in _UNSHOWN:
+        tag = node.tag  # a property that decodes the name on every read
+        if tag == "h1" or tag in _UNSHOWN:
             continue
         marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
-        if _NOT_A_PRICE.search(marks) and not _OLD.search(marks):
+        marked_old, not_a_price = _price_marks(marks)
+        if not_a_price and not marked_old:
             continue
         if in_tile_container(node, memo):
             if out.price is not None:
                 break  # the buy box is behind: recommendations follow
             continue
-        if _OLD.search(marks) or _struck(node):
+        if marked_old or _struck(node):
             old = parse_price(_content(node) or node.text(deep=True, separator=" "))
             if old is not None and old > 0:
                 out.old_prices.add(old)
@@ -286,6 +302,12 @@ def _read_prices(
                 _sale(out, price, text)
             if after >= _BUY_BOX_PRICES:
                 break
+
+
+@lru_cache(maxsize=4096)  # a site's price elements carry a few dozen distinct classes
+def _price_marks(marks: str) -> tuple[bool, bool]:
+    """Whether an element's class and id mark an old price, and whether they mark no price."""
+    return _OLD.search(marks) is not None, _NOT_A_PRICE.search(marks) is not None
 
 
 def _sale(out: Visible, price: Decimal, text: str) -> None:
@@ -312,7 +334,7 @@ def _unmarked_price(title: LexborNode, out: Visible) -> None:
 def _not_shown_price(node: LexborNode) -> bool:
     """An element whose text is no current price: struck, old, or not shown at all."""
     marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
-    return node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _OLD.search(marks) is not None
+    return node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _price_marks(marks)[0]
 
 
 def _content(node: LexborNode) -> str | None:
@@ -351,7 +373,7 @@ def _own_text(node: LexborNode) -> str:
                 _join(pieces, piece, fraction)
             continue
         marks = f"{sub.attributes.get('class') or ''} {sub.attributes.get('id') or ''}"
-        struck = sub.tag in _STRUCK_TAGS or (_OLD.search(marks) and "price" in marks.lower())
+        struck = sub.tag in _STRUCK_TAGS or (_price_marks(marks)[0] and "price" in marks.lower())
         if struck or sub.tag in ("script", "style"):
             skipped.add(sub.mem_id)
     return " ".join(pieces)
@@ -437,22 +459,29 @@ def _outermost(nodes: list[LexborNode]) -> list[LexborNode]:
     return out
 
 
-def _stock(tree: LexborHTMLParser, memo: dict[int, bool]) -> Availability | None:
+def _stock(
+    tree: LexborHTMLParser, memo: dict[int, bool], markup: Markup | None
+) -> Availability | None:
     """What the first availability elements say; nothing when they disagree (a page carries
     the messages of every state and shows one of them by script)."""
     said: set[Availability] = set()
-    for node in tree.css(_STOCK_NODES)[:_MAX_STOCK_NODES]:
-        if node.tag in _UNSHOWN or node.tag in ("body", "html", "link"):
+    seen: set[int] = set()  # an element that matches two of the selectors comes twice
+    for node in tree.css(_STOCK_NODES.on(markup))[:_MAX_STOCK_NODES]:
+        if node.mem_id in seen or (tag := node.tag) in _UNSHOWN or tag in ("body", "html", "link"):
             continue
-        text = node.text(deep=True, separator=" ")
-        if not text or len(text) > 300 or _IN_STORE.search(text):
-            continue  # a shop's stock for pickup says nothing about buying online
-        if _hidden(node) or in_tile_container(node, memo):
-            continue
-        state = shown_state(text)
-        if state is not None:
+        seen.add(node.mem_id)
+        state = _stock_words(node.text(deep=True, separator=" "))
+        if state is not None and not _hidden(node) and not in_tile_container(node, memo):
             said.add(state)
     return said.pop() if len(said) == 1 else None
+
+
+@lru_cache(maxsize=4096)  # a site says its few stock messages on every page
+def _stock_words(text: str) -> Availability | None:
+    """The state a stock element's text says, if it says one about buying online."""
+    if not text or len(text) > 300 or _IN_STORE.search(text):
+        return None  # a shop's stock for pickup says nothing about buying online
+    return shown_state(text)
 
 
 def _hidden(node: LexborNode) -> bool:
