@@ -1,5 +1,5 @@
-"""``shared.replies`` and the publish built on it, on the real NATS: the same replies and the
-same errors as nats-py's ``request`` and ``js.publish``."""
+"""``shared.replies`` and the publish and direct get built on it, on the real NATS: the same
+replies and the same errors as nats-py's ``request``, ``js.publish`` and ``get_last_msg``."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from shared.bus import js_publish
 from shared.names import FETCH, Names
+from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.provision import provision
 from shared.replies import replies
 
@@ -65,3 +66,20 @@ async def test_js_publish_acks_and_fails_as_js_publish_does(nc, namespace):
         await js.publish(f"{namespace}.nostream", b"3")
     with pytest.raises(nats.js.errors.NoStreamResponseError):
         await js_publish(js, f"{namespace}.nostream", b"3")
+
+
+async def test_direct_get_reads_the_body_and_a_miss_is_not_found(nc, namespace):
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names)
+    store = JetStreamPayloadStore(js, names)
+    page = b"<html>" + "<p>caf\u00e9</p>".encode() * 5000 + b"</html>"
+    stored = await store.put(page)
+    assert await store.get(stored.ref) == page
+    digest = stored.ref.removeprefix("js:")
+    assert (
+        await store._get_inline(digest)
+        == (await js.get_last_msg(names.payload_stream, names.payload(digest), direct=True)).data
+    )
+    with pytest.raises(PayloadNotFound):
+        await store.get("js:" + "1" * 64)
