@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from typing import cast
 
 import nats.errors
 from nats.aio.client import Client
@@ -69,9 +70,24 @@ class Replies:
     async def _start(self, nc: Client) -> None:
         async with self._starting:
             if self._sub is None:
-                self._sub = await nc.subscribe(f"{self._prefix}*", cb=self._deliver)
+                dispatch = cast(asyncio.Future[Msg], _Dispatch(self._waiting))
+                self._sub = await nc.subscribe(f"{self._prefix}*", future=dispatch)
 
-    async def _deliver(self, msg: Msg) -> None:
+
+class _Dispatch:
+    """What nats-py's read loop takes for a subscription's one-reply future (it calls
+    ``cancelled()``, then ``set_result(msg)``, for every message): each reply goes to the
+    request waiting for it, and the subscription stays open for the next."""
+
+    __slots__ = ("_waiting",)
+
+    def __init__(self, waiting: dict[str, asyncio.Future[Msg]]) -> None:
+        self._waiting = waiting
+
+    def cancelled(self) -> bool:
+        return False
+
+    def set_result(self, msg: Msg) -> None:
         future = self._waiting.pop(msg.subject, None)
         if future is not None and not future.done():
             future.set_result(msg)
