@@ -9,6 +9,11 @@
    until every page's parse result is published (payload read, parse, publish, ack).
 
 Needs beautifulsoup4 and lxml (``pip install beautifulsoup4 lxml``) for step 2's comparison.
+
+``--static N``: the pages of ``bench.static_site`` with N products instead (the shape
+``static_bench`` crawls), read from disk; step 2 is then ``parse_payload`` alone (warm, CPU per
+page) and step 3 reports the service's CPU per page and its own share: that minus the parse's.
+Run under uvloop with the collector settled, as ``shared.service`` runs a service.
 """
 
 from __future__ import annotations
@@ -18,15 +23,22 @@ import asyncio
 import json
 import os
 import re
+import resource
+import tempfile
+import threading
 import time
 import uuid
+from pathlib import Path
 from urllib.parse import urljoin
 
 import aiohttp
 
+from bench import static_site
 from demo.shop import DemoShop
 from schemas.messages import Attempt, FetchResult
+from services.parser.formats import parse_payload
 from services.parser.page import parse_page
+from shared.service import run, settle_heap
 from shared.sources import source_from_dict
 from shared.urls import canonicalize
 
@@ -53,6 +65,56 @@ async def download(shop: DemoShop) -> list[tuple[str, bytes, str]]:
             async with session.get(url) as resp:
                 out.append((url, await resp.read(), resp.headers.get("Content-Type", "")))
     return out
+
+
+def static_pages(products: int) -> tuple[list[tuple[str, bytes, str]], dict]:
+    """Every page of a generated static shop (home, info, listings, products) at the URL a
+    crawl of it on 127.0.0.2:8080 gives, and a source definition like ``static_bench``'s."""
+    base = "http://127.0.0.2:8080"
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "site"
+        static_site.generate(root, products=products)
+        files = sorted(root.rglob("*.html"))
+        paths = [(f"/{f.relative_to(root)}".removesuffix("index.html"), f) for f in files]
+        pages = [(f"{base}{path}", f.read_bytes(), "text/html") for path, f in paths]
+    definition = {
+        "name": "static",
+        "seeds": [f"{base}/"],
+        "allowed_domains": ["127.0.0.2:8080"],
+        "robots": "obey",
+    }
+    return pages, definition
+
+
+def parse_cpu(pages, source, rounds: int) -> float:
+    """CPU seconds per page of ``parse_payload`` over ``pages``, warm (a pass first), as the
+    service calls it."""
+    for url, body, ctype in pages:
+        parse_payload(body, url, content_type=ctype, source=source)
+    started = time.thread_time()
+    for _ in range(rounds):
+        for url, body, ctype in pages:
+            parse_payload(body, url, content_type=ctype, source=source)
+    return (time.thread_time() - started) / (rounds * len(pages))
+
+
+def _time_parse() -> list[float]:
+    """Time the service's ``parse_payload`` calls (CPU seconds, summed in the list returned):
+    a parse in the service can cost more than the same parse in a loop (colder caches)."""
+    from services.parser import service
+
+    spent = [0.0]
+    parse = service.parse_payload
+
+    def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
+        started = time.thread_time()
+        try:
+            return parse(*args, **kwargs)
+        finally:
+            spent[0] += time.thread_time() - started
+
+    service.parse_payload = timed  # type: ignore[assignment]
+    return spent
 
 
 def soup_extract(body: bytes, url: str, product_css: str, product_re, pagination_re) -> dict:
@@ -128,10 +190,35 @@ def bench_parse(pages, source, definition) -> tuple[float, float | None]:
     return trawl_rate, soup_rate
 
 
-async def bench_service(pages, definition, rounds: int) -> float:
+def _feed(work: list, pace: float) -> threading.Thread:
+    """Publish ``work`` at ``pace`` messages a second from a thread with its own loop and
+    connection, as fetchers do during a crawl (the service then pulls a few at a time); its CPU
+    is left out of the service's (the service's is its thread's: RUSAGE_THREAD)."""
+    from shared.bus import connect, publish_many
+
+    async def feed() -> None:
+        nc = await connect(NATS, name="parser-bench-feed", attempts=3)
+        js = nc.jetstream(timeout=10)
+        started, sent = time.monotonic(), 0
+        while sent < len(work):
+            due = min(len(work), int((time.monotonic() - started) * pace) + 1)
+            await publish_many(js, work[sent:due])
+            sent = due
+            # A benchmark's pacing: asleep until the next message is due.
+            await asyncio.sleep(max(0.0, started + sent / pace - time.monotonic()))
+        await nc.close()
+
+    thread = threading.Thread(target=asyncio.run, args=(feed(),), name="feed", daemon=True)
+    thread.start()
+    return thread
+
+
+async def bench_service(
+    pages, definition, rounds: int, parse_ms: float | None = None, pace: float = 0.0
+) -> float:
     from services.parser.service import start
     from shared.bus import connect, publish_many
-    from shared.names import Names
+    from shared.names import PARSED, Names
     from shared.payloads import JetStreamPayloadStore
     from shared.provision import provision, teardown
     from shared.service import Runtime
@@ -161,23 +248,46 @@ async def bench_service(pages, definition, rounds: int) -> float:
                     size=ref.size,
                 )
                 work.append((names.fetched, result, None, None))
-        await publish_many(js, work)
+        feeder = None
+        if not pace:
+            await publish_many(js, work)
         stop = asyncio.Event()
         rt = Runtime("parser", settings, names, nc, js, stop)
-        started = time.perf_counter()
+        inside = _time_parse() if parse_ms is not None else None
+        settle_heap()
+        started, cpu = time.perf_counter(), resource.getrusage(resource.RUSAGE_THREAD)
         tasks = [asyncio.create_task(c) for c in await start(rt)]
+        if pace:
+            feeder = _feed(work, pace)
         while rt.stats["parsed"] + rt.stats["parse_errors"] < len(work):
             if any(t.done() for t in tasks):
                 raise SystemExit("the parser stopped early")
-            await asyncio.sleep(0.02)  # a benchmark's progress probe
+            await asyncio.sleep(0.1)  # a benchmark's progress probe
         took = time.perf_counter() - started
+        stop.set()
+        await asyncio.gather(*tasks)  # the last publishes and acks
+        end = resource.getrusage(resource.RUSAGE_THREAD)
+        if feeder is not None:
+            feeder.join()
+        user_ms = 1000 * (end.ru_utime - cpu.ru_utime) / len(work)
+        sys_ms = 1000 * (end.ru_stime - cpu.ru_stime) / len(work)
+        cpu_ms = user_ms + sys_ms
         rate = len(work) / took
         print(
             f"parser service e2e:    {rate:8,.0f} pages/s ({len(work)} pages in {took:.2f} s, "
             f"{rt.stats['products']} products, {rt.stats['parse_errors']} errors)"
         )
-        stop.set()
-        await asyncio.gather(*tasks)
+        parsed = (await js.stream_info(names.stream(PARSED))).state.messages
+        print(
+            f"parser service CPU:    {cpu_ms:8.3f} ms/page (user {user_ms:.3f}, system "
+            f"{sys_ms:.3f}; {parsed} parse results published)"
+        )
+        if parse_ms is not None and inside is not None:
+            in_ms = 1000 * inside[0] / len(work)
+            print(
+                f"service's own CPU:     {cpu_ms - parse_ms:8.3f} ms/page (minus parse_payload "
+                f"alone); {cpu_ms - in_ms:.3f} minus its calls in the service ({in_ms:.3f} ms/page)"
+            )
         return rate
     finally:
         await teardown(js, names)
@@ -188,7 +298,27 @@ async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--products", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=5, help="service: each page this many times")
+    ap.add_argument("--static", type=int, metavar="N", help="the static shop with N products")
+    ap.add_argument(
+        "--only",
+        choices=("parse", "service"),
+        help="--static: run one step (for instruction counts: valgrind this at 1 and 3 rounds)",
+    )
+    ap.add_argument(
+        "--pace", type=float, default=0.0, help="--static: fetch results a second (0: all first)"
+    )
     args = ap.parse_args()
+    if args.static:
+        pages, definition = static_pages(args.static)
+        source = source_from_dict(definition)
+        settle_heap()
+        parse_ms = None
+        if args.only != "service":
+            parse_ms = 1000 * parse_cpu(pages, source, args.rounds)
+            print(f"{len(pages)} static shop pages; parse_payload alone: {parse_ms:.3f} ms/page")
+        if args.only != "parse":
+            await bench_service(pages, definition, args.rounds, parse_ms, args.pace)
+        return
     async with DemoShop(hosts=("127.0.0.2", "127.0.0.3"), products=args.products) as shop:
         definition = shop.source_definition("bench-shop")
         pages = await download(shop)
@@ -202,4 +332,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    run(main())

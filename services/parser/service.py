@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Coroutine
 from typing import Any
@@ -196,7 +195,6 @@ class Parser:
             return ParseResult(**base, error=clean(f"{type(exc).__name__}: {exc}", 2000))
         self.counts.pages.add()
         self.counts.products.add(len(page.products) + (page.product is not None))
-        await asyncio.sleep(0)  # parsing is CPU-bound: let acks and fetches through
         return ParseResult(
             **base,
             product=capped(page.product) if page.product is not None else None,
