@@ -90,6 +90,11 @@ class Names:
     def payload_all(self) -> str:
         return f"{self.ns}.payload.>"
 
+    def payload_direct_get(self, digest: str, api_prefix: str = "$JS.API") -> str:
+        """The direct-get request for a payload's last (only) message, on the JetStream API of
+        ``api_prefix`` (the context's; another under a JetStream domain)."""
+        return f"{api_prefix}.DIRECT.GET.{self.payload_stream}.{self.payload(digest)}"
+
     # -- streams ----------------------------------------------------------------------------
     def stream(self, key: str) -> str:
         return f"{self.ns}_{key}"

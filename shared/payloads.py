@@ -35,8 +35,6 @@ NO_MESSAGE = 10037
 # A direct get's status headers: the reply of a miss has no body, only a status.
 _STATUS = "Status"
 _NOT_FOUND = "404"
-# The largest buffer a gzip trailer may ask for at once: a damaged one could ask for 4 GiB.
-MAX_BUFFER = 32 * 1024 * 1024
 
 
 class PayloadNotFound(TrawlError):
@@ -59,15 +57,15 @@ class PayloadStore(Protocol):
 
 def inflate(packed: bytes | bytearray) -> bytes:
     """The body of a stored gzip: ``gzip.decompress``, in one zlib call for the one member this
-    store holds (ours, or a server's whole member), into a buffer of the size its trailer
-    states: ~4 µs of the ~60 a 45 KB page costs. ``gzip.decompress`` reads anything else
-    (several members, padding, damage: zlib stops at the first member's end), as before."""
-    size = int.from_bytes(packed[-4:], "little")  # ISIZE: the body's length mod 2**32
+    store holds (ours, or a server's whole member). Anything else (several members, padding,
+    damage) goes to ``gzip.decompress``, as before: zlib stops at the first member's end, and
+    two members of the same length would pass a length check with half the body."""
+    inflater = zlib.decompressobj(31)
     try:
-        body = zlib.decompress(packed, 31, max(1, min(size, MAX_BUFFER)))
+        body = inflater.decompress(packed)
     except zlib.error:
-        body = None
-    if body is None or len(body) != size:
+        return gzip.decompress(packed)
+    if not inflater.eof or inflater.unused_data:
         return gzip.decompress(packed)
     return body
 
@@ -127,7 +125,7 @@ class JetStreamPayloadStore:
         subject = self.names.payload(digest)
         # nats-py's ``get_last_msg(direct=True)``, with the request of ``shared.replies`` and
         # without reading the reply's headers into a message object (its time stamp parsed).
-        direct = f"{self.js._prefix}.DIRECT.GET.{self.names.payload_stream}.{subject}"
+        direct = self.names.payload_direct_get(digest, self.js._prefix)
         msg = await replies(self.js._nc).request(direct, b"", timeout=self.js._timeout)
         status = msg.headers.get(_STATUS) if msg.headers and not msg.data else None
         if status is None:
