@@ -64,6 +64,16 @@ class Puller:
     asks without ``expires`` (404 at once when the stream is empty) so they are not held. Each
     request has its own reply subject, so the end of an earlier one cannot end the current one,
     and a request refused at once (a 409, say) waits out its timeout: the pull loop cannot spin.
+
+    A fetch can give up before the server does (its timer fires first under load, or it is
+    cancelled), leaving its request open, and the server hands new messages to the oldest open
+    request. Data messages carry the stream's subject, not the request's inbox, so nothing
+    tells whose they are; a request that gets its whole batch ends without a status; and the
+    server refuses a request at once (408 "Requests Pending") when what the stream holds is
+    promised to earlier ones. So while an earlier request may be open (``_open``: no status
+    seen, its ``expires`` not surely past) every message wakes the current fetch, so does an
+    earlier request's end while messages wait, and a fetch whose request ended empty-handed
+    still returns the first message that comes before its timeout.
     """
 
     def __init__(self, nc: Client, subject: str) -> None:
@@ -76,6 +86,8 @@ class Puller:
         self._reply = ""
         self._want = 0
         self._woken: asyncio.Future[None] | None = None
+        self._open: dict[str, float] = {}  # reply subject → when its request is surely over
+        self._mixed = False  # an earlier request may have sent some of this fetch's messages
 
     async def start(self) -> None:
         self.sub = await self.nc.subscribe(f"{self.inbox}.*", cb=self._deliver)
@@ -87,6 +99,7 @@ class Puller:
         if sub is not None:
             with contextlib.suppress(nats.errors.Error):
                 await sub.unsubscribe()
+        self._open.clear()
         left, self.ready = self.ready, []
         for msg in left:
             with contextlib.suppress(nats.errors.Error):
@@ -96,33 +109,63 @@ class Puller:
         status = msg.headers.get(_STATUS) if msg.headers else None
         if status is None:
             self.ready.append(msg)
-            if len(self.ready) < self._want:
+            if self._earlier_open():
+                self._mixed = True
+            elif len(self.ready) < self._want:
                 return
-        elif status == _HEARTBEAT or msg.subject != self._reply:
-            return  # a heartbeat, or the end of an earlier request
-        # Enough messages, or the request is over (404 no more now, 408 expired, 409 ...).
+        elif status == _HEARTBEAT:
+            return
+        else:  # the request is over (404 no more now, 408 expired, 409 ...)
+            self._open.pop(msg.subject, None)
+            if msg.subject != self._reply and not self.ready:
+                return  # the end of an earlier request, and nothing it left to hand over
+        # Enough messages, the request is over, or messages that may be an earlier one's.
         if self._woken is not None and not self._woken.done():
             self._woken.set_result(None)
+
+    def _earlier_open(self) -> bool:
+        """Whether a request before the current one may still take messages."""
+        if len(self._open) <= (self._reply in self._open):
+            return False
+        now = time.monotonic()
+        return any(until > now for reply, until in self._open.items() if reply != self._reply)
 
     async def fetch(self, batch: int, timeout: float) -> list[Msg]:
         deadline = time.monotonic() + timeout
         if len(self.ready) < batch:
+            if self._open:  # forget requests the server has surely ended (expires is < timeout)
+                now = time.monotonic()
+                self._open = {reply: until for reply, until in self._open.items() if until > now}
             self._requests += 1
-            self._reply = f"{self.inbox}.{self._requests}"
+            self._reply = reply = f"{self.inbox}.{self._requests}"
             self._want = batch
+            self._mixed = False
             self._woken = asyncio.get_running_loop().create_future()
             request: dict[str, Any] = {"batch": batch - len(self.ready), "no_wait": True}
             if not self.ready:  # with messages in hand, take what the stream has and go
                 request["expires"] = int(timeout * 1_000_000_000) - 100_000
+            # Open until its status comes; the server ends it within ``expires`` of receiving
+            # it, and a second ``timeout`` covers a server or a flusher that runs late.
+            self._open[reply] = deadline + timeout
             try:
-                await self.nc.publish(self.subject, json.dumps(request).encode(), reply=self._reply)
+                await self.nc.publish(self.subject, json.dumps(request).encode(), reply=reply)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._woken, timeout)
+                if not self.ready and (left := deadline - time.monotonic()) > 0:
+                    # Over with nothing (404, 409, 408 "Requests Pending"): wait out the
+                    # timeout, so the loop cannot spin, for what an earlier request hands over.
+                    self._want = 1
+                    self._woken = asyncio.get_running_loop().create_future()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._woken, left)
             finally:
                 self._woken = None
+            if len(self.ready) >= batch and not self._mixed:
+                # Every message came from this request, so it got its whole batch: over, and
+                # the server sends no status for that.
+                self._open.pop(reply, None)
         msgs, self.ready = self.ready[:batch], self.ready[batch:]
         if not msgs:
-            await asyncio.sleep(max(0.0, deadline - time.monotonic()))  # see the docstring
             raise TimeoutError
         return msgs
 

@@ -175,16 +175,23 @@ async def test_a_killed_browser_is_relaunched_and_loses_no_page(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         summary = await client.wait(reply.job_id, timeout=180)
-        assert summary["status"] == "completed", stack.logs()
+        assert summary["status"] == "completed", _whole(stack, log)
         job = await client.job(reply.job_id)
         products = {p["key"]: p for p in await client.products(definition["name"])}
 
     truth = {p["key"]: p for p in shop.truth()}
-    assert set(products) == set(truth)
+    assert set(products) == set(truth), _whole(stack, log)
     assert all(products[k]["price"] == truth[k]["price"] for k in truth)
-    assert job is not None and job["counters"].get("failed", 0) == 0
+    assert job is not None and job["counters"].get("failed", 0) == 0, _whole(stack, log)
     launches = log.read_text().count('"browser_launch"')
     assert launches >= 2, "the browser was not relaunched"
+
+
+def _whole(stack: Stack, renderer_log: Path) -> str:
+    """Every service's tail, then the renderer's whole log: what a page in flight at the kill
+    did is far from the tail by the time a wait runs out."""
+    whole = renderer_log.read_text() if renderer_log.exists() else "(no renderer log)"
+    return f"{stack.logs()}\n--- {renderer_log.name}, whole\n{whole}"
 
 
 async def test_render_auto_renders_only_the_pages_that_need_it(

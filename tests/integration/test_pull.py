@@ -7,6 +7,8 @@ is far inside them, and one that waits out its timeout by mistake is far outside
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import time
 
 import pytest
@@ -15,6 +17,7 @@ from shared import names as n
 from shared.consumer import Puller
 from shared.names import Names
 from shared.provision import consumer_specs, provision
+from tests.support.stack import eventually
 
 LONG = 30.0
 PROMPT = 10.0
@@ -25,11 +28,15 @@ async def pull(nc, namespace):
     js = nc.jetstream()
     names = Names(namespace)
     await provision(js, names, max_deliver=3)
-    spec = next(s for s in consumer_specs(names) if s.stream_key == n.FETCH)
-    puller = Puller(nc, names.pull_request(names.stream(n.FETCH), spec.durable(names)))
+    puller = Puller(nc, names.pull_request(names.stream(n.FETCH), _durable(names)))
     await puller.start()
     yield puller, js, names
     await puller.stop()
+
+
+def _durable(names: Names) -> str:
+    spec = next(s for s in consumer_specs(names) if s.stream_key == n.FETCH)
+    return spec.durable(names)
 
 
 async def _publish(js, names: Names, count: int) -> None:
@@ -97,6 +104,70 @@ async def test_the_end_of_an_earlier_request_does_not_end_the_current_one(pull, 
     await _publish(js, names, 1)
     msgs, took = await fetch
     assert [m.data for m in msgs] == [b"0"]
+    assert took < PROMPT
+
+
+async def _queued(js, names: Names, count: int) -> None:
+    """Until the server holds ``count`` pull requests of the consumer."""
+
+    async def held() -> bool:
+        info = await js.consumer_info(names.stream(n.FETCH), _durable(names))
+        return (info.num_waiting or 0) >= count
+
+    await eventually(held, timeout=PROMPT, what=f"{count} pull requests queued")
+
+
+async def test_a_message_taken_by_an_earlier_open_request_is_returned_at_once(pull, nc):
+    """A request the server still holds after its fetch gave up (its timer fired first under
+    load) takes the next message, then ends with its own status: the current fetch returns the
+    message instead of waiting out its timeout for one of its own."""
+    puller, js, names = pull
+    earlier = f"{puller.inbox}.0"  # a reply subject the puller answers on, its fetch long over
+    request = {"batch": 10, "no_wait": True, "expires": int(LONG * 1_000_000_000)}
+    await nc.publish(puller.subject, json.dumps(request).encode(), reply=earlier)
+    fetch = asyncio.create_task(_timed_fetch(puller, 10))
+    await _queued(js, names, 2)  # the current request waits behind the earlier one
+    await _publish(js, names, 1)
+    msgs, took = await fetch
+    assert [m.data for m in msgs] == [b"0"]
+    assert took < PROMPT
+
+
+async def test_a_message_that_fills_an_earlier_request_is_returned_at_once(pull):
+    """An earlier request that gets its whole batch ends without a status, so nothing but the
+    message itself can wake the current fetch."""
+    puller, js, names = pull
+    with pytest.raises(TimeoutError):  # gives up on its request, which the server keeps open
+        await asyncio.wait_for(puller.fetch(1, LONG), 0.2)
+    fetch = asyncio.create_task(_timed_fetch(puller, 10))
+    await _queued(js, names, 2)
+    await _publish(js, names, 1)
+    msgs, took = await fetch
+    assert [m.data for m in msgs] == [b"0"]
+    assert took < PROMPT
+
+
+async def test_a_request_refused_behind_an_earlier_one_still_gets_its_message(pull, nc):
+    """The server refuses a request at once (408 "Requests Pending") when the messages it holds
+    are promised to earlier requests; the message that earlier request then hands over is
+    returned by the current fetch, which does not sleep out its timeout empty-handed."""
+    puller, js, names = pull
+    stream, durable = names.stream(n.FETCH), _durable(names)
+    config = (await js.consumer_info(stream, durable)).config
+    await js.delete_consumer(stream, durable)  # one unacknowledged message at a time
+    await js.add_consumer(stream, dataclasses.replace(config, max_ack_pending=1))
+    await _publish(js, names, 2)
+    (first,) = await puller.fetch(1, LONG)  # "1" waits in the stream until "0" is acked
+    request = {"batch": 10, "no_wait": True, "expires": int(LONG * 1_000_000_000)}
+    await nc.publish(puller.subject, json.dumps(request).encode(), reply=f"{puller.inbox}.0")
+    await _queued(js, names, 1)
+    tap = await nc.subscribe(f"{puller.inbox}.*")  # sees what the puller's subscription sees
+    fetch = asyncio.create_task(_timed_fetch(puller, 10))
+    refusal = await tap.next_msg(timeout=PROMPT)
+    assert refusal.headers and refusal.headers.get("Status") == "408", refusal.headers
+    await first.ack()  # "1" goes to the earlier request
+    msgs, took = await fetch
+    assert [m.data for m in msgs] == [b"1"]
     assert took < PROMPT
 
 

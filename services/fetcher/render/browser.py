@@ -25,6 +25,8 @@ from shared.errors import ConfigError
 
 log = logging.getLogger("trawl.renderer.browser")
 
+CLOSE_TIMEOUT = 10.0  # seconds a context gets to close
+
 # Belt and braces behind request interception: no proxy answers on port 1 of the loopback
 # (``<-loopback>`` sends loopback through it too), and no host name resolves.
 _OFFLINE_ARGS = (
@@ -191,8 +193,9 @@ class BrowserPool:
                 try:
                     yield ctx
                 finally:
+                    # Bounded: a call on a browser that died under it may never be answered.
                     with contextlib.suppress(Exception):
-                        await ctx.close()
+                        await asyncio.wait_for(ctx.close(), CLOSE_TIMEOUT)
             finally:
                 self._open -= 1
 

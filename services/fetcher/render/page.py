@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 
-from playwright.async_api import BrowserContext
+from playwright.async_api import Browser, BrowserContext
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import TimeoutError as PlaywrightTimeout
 
 from schemas.messages import RenderPolicy
+from services.fetcher.render.browser import BrowserPool
 from services.fetcher.render.gate import Gate
 
 SETTLE_QUIET = 0.5  # seconds without a request: the page has finished loading for now
+# Past the render's deadline, for what no deadline bounds (reading the DOM, closing the
+# context), before a Playwright call that has not returned is given up.
+OVERTIME = 10.0
 
 
 class RenderFailed(Exception):
@@ -23,12 +28,52 @@ class RenderFailed(Exception):
         self.outcome = outcome
 
 
+class BrowserGone(Exception):
+    """The browser died under the page (or gave it no context in time): the work goes again."""
+
+
 @dataclass(frozen=True)
 class RenderedPage:
     html: str
     screenshot: bytes | None
     clicks: int
     elapsed_ms: float
+
+
+async def render_in(
+    pool: BrowserPool,
+    gate: Gate,
+    url: str,
+    policy: RenderPolicy,
+    *,
+    locale: str,
+    user_agent: str | None,
+    overtime: float = OVERTIME,
+) -> RenderedPage:
+    """``render`` in a fresh context of ``pool``, the whole of it (context, page, reading,
+    closing) ended ``overtime`` seconds after the gate's deadline at the latest.
+
+    Some Playwright calls have no timeout, and one sent as the browser dies may never be
+    answered (``new_page`` on a browser killed under it waits forever); meanwhile the fetcher's
+    heartbeat would keep the message in progress, never redelivered. Past the deadline: on a
+    browser that is gone, ``BrowserGone`` (the work goes to a fresh browser); on a live one the
+    page is what hangs (a script that never yields), a ``RenderFailed`` timeout.
+    """
+    browser: Browser | None = None
+    try:
+        async with asyncio.timeout(max(0.0, gate.deadline - time.monotonic()) + overtime):
+            async with pool.context(locale=locale, user_agent=user_agent) as ctx:
+                browser = ctx.browser
+                return await render(ctx, gate, url, policy)
+    except TimeoutError:
+        if browser is not None and browser.is_connected():
+            raise RenderFailed(
+                "timeout",
+                f"render: the page did not answer {overtime:g} s past its {policy.timeout:g} s",
+            ) from None
+        raise BrowserGone(
+            f"render: no answer from the browser {overtime:g} s past the deadline"
+        ) from None
 
 
 async def render(ctx: BrowserContext, gate: Gate, url: str, policy: RenderPolicy) -> RenderedPage:

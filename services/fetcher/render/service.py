@@ -26,7 +26,7 @@ from services.fetcher.proxies import Proxy, ProxyPool
 from services.fetcher.render.browser import BrowserPool, RenderSettings
 from services.fetcher.render.decide import Learnt, shows_content
 from services.fetcher.render.gate import Gate
-from services.fetcher.render.page import RenderFailed, render
+from services.fetcher.render.page import RenderFailed, render_in
 from services.fetcher.service import Fetcher, _span_attrs
 from shared.channels import RENDER_WORK
 from shared.errors import Retry
@@ -154,10 +154,14 @@ class Renderer(Fetcher):
             deadline=time.monotonic() + policy.timeout,
         )
         try:
-            async with self.chromium.context(
-                locale=fetch_policy.locale, user_agent=fetch_policy.user_agent
-            ) as ctx:
-                page = await render(ctx, gate, document.url, policy)
+            page = await render_in(
+                self.chromium,
+                gate,
+                document.url,
+                policy,
+                locale=fetch_policy.locale,
+                user_agent=fetch_policy.user_agent,
+            )
         except RenderFailed:
             raise
         except Exception as exc:
