@@ -74,12 +74,13 @@ class Query:
 class Markup:
     """The bytes lexbor parsed, lowered once; each name's test is made once per page."""
 
-    __slots__ = ("_found", "_plain", "lowered")
+    __slots__ = ("_found", "_plain", "_values", "lowered")
 
     def __init__(self, parsed: bytes) -> None:
         self.lowered = parsed.lower()
         self._found: dict[bytes, bool] = {}
         self._plain: bool | None = None
+        self._values: dict[bytes, frozenset[bytes] | None] = {}
 
     def names(self, name: bytes) -> bool:
         """Whether ``name`` (lower case) may be a tag's or an attribute's name on the page."""
@@ -94,11 +95,10 @@ class Markup:
 
     def assigns(self, name: bytes, value: bytes) -> bool:
         """Whether an attribute ``name`` may equal ``value`` (both words) on the page."""
-        key = b"%s=%s" % (name, value)
-        found = self._found.get(key)
-        if found is None:
-            found = self._found[key] = self._assigns(name, value)
-        return found
+        values = self._values.get(name, _UNREAD)
+        if values is _UNREAD:
+            values = self._values[name] = self._read_values(name)
+        return values is None or value in values
 
     @property
     def plain(self) -> bool:
@@ -107,27 +107,31 @@ class Markup:
             self._plain = b"#" not in self.lowered or b"&#" not in self.lowered
         return self._plain
 
-    def _assigns(self, name: bytes, value: bytes) -> bool:
+    def _read_values(self, name: bytes) -> frozenset[bytes] | None:
+        """The words the spellings of attribute ``name`` start their values with (a value
+        equal to a word is spelled so); None when any value may be there."""
         if not self.names(name):
-            return False
+            return frozenset()
         if not self.plain:
-            return True
-        if not self.names(value):
-            return False
-        spelled = _spelling(name, value)
+            return None
+        spelled = _spelling(name)
         lowered = self.lowered
+        values: set[bytes] = set()
         at = lowered.find(name)
         for _ in range(_MAX_SPELLINGS):
             if at < 0:
-                return False
-            if spelled.match(lowered, at):
-                return True
+                return frozenset(values)
+            if (match := spelled.match(lowered, at)) is not None:
+                values.add(match.group(1))
             at = lowered.find(name, at + len(name))
-        return True  # too many to look at: it may
+        return None  # too many to look at
+
+
+_UNREAD = frozenset([b"?"])  # not a word: the attribute's values are not read yet
 
 
 @lru_cache(maxsize=64)
-def _spelling(name: bytes, value: bytes) -> re.Pattern[bytes]:
-    """The attribute ``name`` given ``value`` (or a value it starts), as the tokenizer reads
-    it: spaces around ``=``, a quote or none."""
-    return re.compile(re.escape(name) + rb"[\t\n\f\r ]*=[\t\n\f\r ]*[\"']?" + re.escape(value))
+def _spelling(name: bytes) -> re.Pattern[bytes]:
+    """The attribute ``name`` given a value, as the tokenizer reads it (spaces around ``=``,
+    a quote or none), and the word the value starts with."""
+    return re.compile(re.escape(name) + rb"[\t\n\f\r ]*=[\t\n\f\r ]*[\"']?([a-z0-9-]*)")
