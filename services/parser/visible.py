@@ -53,7 +53,10 @@ from services.parser.unmarked import unmarked_amount
 Fields = dict[str, str]
 
 # Each alternative costs a walk of the tree; those whose words the page's markup lacks are left
-# out (``markup``): a listing's page runs few of them.
+# out (``markup``): a listing's page runs few of them. A word's test that misses scans the whole
+# markup, so a word several alternatives share comes first ("add-to-", "buy").
+_ADD_TO_CART = (b"add-to-", b"add-to-cart")
+_ADD_TO_BASKET = (b"add-to-", b"add-to-basket")
 _BUY = Query(
     Alternative('form[action*="cart" i] [type="submit"]', (b"form", b"action", b"type"),
                 (b"cart", b"submit")),
@@ -61,18 +64,18 @@ _BUY = Query(
     Alternative('form[action*="basket" i] [type="submit"]', (b"form", b"action", b"type"),
                 (b"basket", b"submit")),
     Alternative('form[action*="basket" i] button', (b"form", b"action", b"button"), (b"basket",)),
-    Alternative('button[name="add-to-cart" i]', (b"button", b"name"), (b"add-to-cart",)),
-    Alternative('[class*="add-to-cart" i]', words=(b"add-to-cart",)),
+    Alternative('button[name="add-to-cart" i]', (b"button", b"name"), _ADD_TO_CART),
+    Alternative('[class*="add-to-cart" i]', words=_ADD_TO_CART),
     Alternative('[class*="addtocart" i]', words=(b"addtocart",)),
-    Alternative('[class*="add-to-basket" i]', words=(b"add-to-basket",)),
-    Alternative('[class*="add-to-bag" i]', words=(b"add-to-bag",)),
-    Alternative('[id*="add-to-cart" i]', words=(b"add-to-cart",)),
+    Alternative('[class*="add-to-basket" i]', words=_ADD_TO_BASKET),
+    Alternative('[class*="add-to-bag" i]', words=(b"add-to-", b"add-to-bag")),
+    Alternative('[id*="add-to-cart" i]', words=_ADD_TO_CART),
     Alternative('[id*="addtocart" i]', words=(b"addtocart",)),
-    Alternative('[id*="add-to-basket" i]', words=(b"add-to-basket",)),
+    Alternative('[id*="add-to-basket" i]', words=_ADD_TO_BASKET),
     Alternative('[class*="add_to_cart" i]', words=(b"add", b"cart")),  # "_": &lowbar;
-    Alternative('[data-action*="add-to-cart" i]', (b"data-action",), (b"add-to-cart",)),
-    Alternative('[class*="buy-button" i]', words=(b"buy-button",)),
-    Alternative('[class*="buy-now" i]', words=(b"buy-now",)),
+    Alternative('[data-action*="add-to-cart" i]', (b"data-action",), _ADD_TO_CART),
+    Alternative('[class*="buy-button" i]', words=(b"buy", b"buy-button")),
+    Alternative('[class*="buy-now" i]', words=(b"buy", b"buy-now")),
 )  # fmt: skip
 # A buy control known by its words, when its markup says nothing (hashed CSS-module classes).
 _BUTTONS = Query(
