@@ -6,21 +6,49 @@ page never uses: ``[itemscope]`` on a page without microdata costs about 300k in
 on a 45 KB page, twice ``[itemprop]`` where it is used, while a substring test costs 50-70k.
 The test is exact for names: a tag's or an attribute's name is in the markup as it is in the
 tree, only its case may differ, so a name missing from the lowered markup is on no element.
-(Not for values: character references spell them in other bytes, and a common word's test
-costs about what the alternative it would spare does.)
+
+Values are exact too on a page without numeric character references (no ``&#``): a value
+is then spelled in the markup as it is in the tree, for a word of ASCII letters, digits and
+hyphens (no named reference spells one of those but ``&fjlig;``, hence no ``fj``). A word
+missing from the markup is in no attribute's value (``[class*="sold-out" i]``), and an
+attribute that must equal a value (``[itemprop="price"]``) is known by its spellings: each
+occurrence of the name followed by ``=`` and the value.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from functools import lru_cache
+
+_WORD = re.compile(rb"[a-z0-9-]+")
+_MAX_SPELLINGS = 64  # occurrences of an attribute's name looked at before giving up
+_MAX_HASHES = 4096  # "#"s looked at one by one before one search for "&#"
 
 
 @dataclass(frozen=True, slots=True)
 class Alternative:
-    """One alternative of a selector list and the names an element it matches must carry."""
+    """One alternative of a selector list, the names an element it matches must carry, the
+    words its attribute values must hold and the (attribute, value) pairs it must equal."""
 
     css: str
     names: tuple[bytes, ...] = ()  # tag and attribute names, lower case
+    words: tuple[bytes, ...] = ()  # lower case ASCII letters, digits, hyphens; no "fj"
+    values: tuple[tuple[bytes, bytes], ...] = ()  # [name="value"], both as words
+
+    def __post_init__(self) -> None:
+        for word in (*self.words, *(w for pair in self.values for w in pair)):
+            if not _WORD.fullmatch(word) or b"fj" in word:
+                raise ValueError(f"not a word a reference cannot spell: {word!r}")
+
+    def may_match(self, markup: Markup) -> bool:
+        for name in self.names:  # loops, not all(): a generator costs more than the tests
+            if not markup.names(name):
+                return False
+        for word in self.words:
+            if not markup.holds(word):
+                return False
+        return not self.values or all(markup.assigns(n, v) for n, v in self.values)
 
 
 class Query:
@@ -35,7 +63,7 @@ class Query:
         """The selector list for the page (empty when no alternative can match)."""
         if markup is None:
             return self.css
-        kept = tuple(all(markup.names(w) for w in a.names) for a in self.alternatives)
+        kept = tuple(a.may_match(markup) for a in self.alternatives)
         css = self._lists.get(kept)
         if css is None:
             css = self._lists[kept] = ", ".join(
@@ -47,11 +75,13 @@ class Query:
 class Markup:
     """The bytes lexbor parsed, lowered once; each name's test is made once per page."""
 
-    __slots__ = ("_found", "lowered")
+    __slots__ = ("_found", "_plain", "_values", "lowered")
 
     def __init__(self, parsed: bytes) -> None:
         self.lowered = parsed.lower()
         self._found: dict[bytes, bool] = {}
+        self._plain: bool | None = None
+        self._values: dict[bytes, frozenset[bytes] | None] = {}
 
     def names(self, name: bytes) -> bool:
         """Whether ``name`` (lower case) may be a tag's or an attribute's name on the page."""
@@ -59,3 +89,63 @@ class Markup:
         if found is None:
             found = self._found[name] = name in self.lowered
         return found
+
+    def holds(self, word: bytes) -> bool:
+        """Whether ``word`` (see ``Alternative.words``) may be in an attribute's value."""
+        return not self.plain or self.names(word)
+
+    def assigns(self, name: bytes, value: bytes) -> bool:
+        """Whether an attribute ``name`` may equal ``value`` (both words) on the page."""
+        values = self._values.get(name, _UNREAD)
+        if values is _UNREAD:
+            values = self._values[name] = self._read_values(name)
+        return values is None or value in values
+
+    @property
+    def plain(self) -> bool:
+        """No numeric character reference: attribute values are spelled as they read."""
+        if self._plain is None:
+            self._plain = _no_references(self.lowered)
+        return self._plain
+
+    def _read_values(self, name: bytes) -> frozenset[bytes] | None:
+        """The words the spellings of attribute ``name`` start their values with (a value
+        equal to a word is spelled so); None when any value may be there."""
+        if not self.names(name):
+            return frozenset()
+        if not self.plain:
+            return None
+        spelled = _spelling(name)
+        lowered = self.lowered
+        values: set[bytes] = set()
+        at = lowered.find(name)
+        for _ in range(_MAX_SPELLINGS):
+            if at < 0:
+                return frozenset(values)
+            if (match := spelled.match(lowered, at)) is not None:
+                values.add(match.group(1))
+            at = lowered.find(name, at + len(name))
+        return None  # too many to look at
+
+
+def _no_references(lowered: bytes) -> bool:
+    """No ``&#`` in ``lowered``. Each ``#`` is found at memchr speed and the byte before it
+    read: a search for the two bytes costs ~4 instructions a byte on a page full of ``&``."""
+    at = lowered.find(b"#")
+    for _ in range(_MAX_HASHES):
+        if at < 0:
+            return True
+        if lowered[at - 1 : at] == b"&":
+            return False
+        at = lowered.find(b"#", at + 1)
+    return b"&#" not in lowered
+
+
+_UNREAD = frozenset([b"?"])  # not a word: the attribute's values are not read yet
+
+
+@lru_cache(maxsize=64)
+def _spelling(name: bytes) -> re.Pattern[bytes]:
+    """The attribute ``name`` given a value, as the tokenizer reads it (spaces around ``=``,
+    a quote or none), and the word the value starts with."""
+    return re.compile(re.escape(name) + rb"[\t\n\f\r ]*=[\t\n\f\r ]*[\"']?([a-z0-9-]*)")

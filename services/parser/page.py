@@ -220,7 +220,7 @@ def _product(
         decided = len(levels) - 1
     # Buy controls cost walks of the tree: looked for only when a layout could be a product's.
     if decided is None and not veto and not listing and shown.name and shown.price is not None:
-        _guard("buttons", url, lambda: find_buttons(tree, shown, page_urls, base))
+        _guard("buttons", url, lambda: find_buttons(tree, shown, page_urls, base, markup))
     levels.append(("visible", shown.fields()))
     if decided is None and not veto and not listing and shown.is_product_layout:
         decided = len(levels) - 1

@@ -27,7 +27,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability, Product
 from services.parser.availability import normalize_availability
-from services.parser.markup import Markup
+from services.parser.markup import Alternative, Markup, Query
 from services.parser.metatags import Fields
 from services.parser.prices import currency_in_text, format_price, parse_price
 from services.parser.product import MAX_VARIANTS
@@ -134,7 +134,8 @@ def read_pickers(
     radios: dict[str, list[LexborNode]] = {}
     swatches: dict[int, tuple[LexborNode, list[LexborNode]]] = {}
     named = _named(markup)
-    for node in tree.css(_QUERIES[named]):
+    query = _QUERIES[named, _PICKERS.on(markup)]
+    for node in tree.css(query) if query else []:
         tag = node.tag  # a property that decodes the name on every read
         if tag == "select":
             selects.append(node)
@@ -170,19 +171,27 @@ def _named(markup: Markup | None) -> frozenset[str]:
     return frozenset(a for a, written in _SWATCH_BYTES if written in named)
 
 
-class _Queries(dict[frozenset[str], str]):
-    """The query for pickers and for swatches that carry the key's attributes."""
+class _Queries(dict[tuple[frozenset[str], str], str]):
+    """The query for pickers (those the page's markup allows) and for swatches that carry
+    the key's attributes."""
 
-    def __missing__(self, attrs: frozenset[str]) -> str:
-        query = self[attrs] = ", ".join(
-            ["select", "input[type=radio][name]", *(f"[{a}]" for a in _SWATCH_ATTRS if a in attrs)]
+    def __missing__(self, key: tuple[frozenset[str], str]) -> str:
+        attrs, pickers = key
+        query = self[key] = ", ".join(
+            [*([pickers] if pickers else []), *(f"[{a}]" for a in _SWATCH_ATTRS if a in attrs)]
         )
         return query
 
 
+# A page without a select or a radio button (their names and words missing from its markup)
+# spares their alternatives.
+_PICKERS = Query(
+    Alternative("select", (b"select",)),
+    Alternative("input[type=radio][name]", (b"input", b"type", b"name"), (b"radio",)),
+)
 _SWATCH_BYTES = tuple((a, a.encode()) for a in _SWATCH_ATTRS)
 _ALL_SWATCH_ATTRS = frozenset(_SWATCH_ATTRS)
-_QUERIES = _Queries()  # at most 2^8 selectors, one per set of attributes
+_QUERIES = _Queries()  # at most 3 x 2^8 selectors, one per set of attributes
 
 
 class _Option:

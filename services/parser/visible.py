@@ -52,21 +52,46 @@ from services.parser.unmarked import unmarked_amount
 
 Fields = dict[str, str]
 
-_BUY = (
-    'form[action*="cart" i] [type="submit"], form[action*="cart" i] button, '
-    'form[action*="basket" i] [type="submit"], form[action*="basket" i] button, '
-    'button[name="add-to-cart" i], [class*="add-to-cart" i], [class*="addtocart" i], '
-    '[class*="add-to-basket" i], [class*="add-to-bag" i], [id*="add-to-cart" i], '
-    '[id*="addtocart" i], [id*="add-to-basket" i], [class*="add_to_cart" i], '
-    '[data-action*="add-to-cart" i], [class*="buy-button" i], [class*="buy-now" i]'
-)
+# Each alternative costs a walk of the tree; those whose words the page's markup lacks are left
+# out (``markup``): a listing's page runs few of them. A word's test that misses scans the whole
+# markup, so a word several alternatives share comes first ("add-to-", "buy").
+_ADD_TO_CART = (b"add-to-", b"add-to-cart")
+_ADD_TO_BASKET = (b"add-to-", b"add-to-basket")
+_BUY = Query(
+    Alternative('form[action*="cart" i] [type="submit"]', (b"form", b"action", b"type"),
+                (b"cart", b"submit")),
+    Alternative('form[action*="cart" i] button', (b"form", b"action", b"button"), (b"cart",)),
+    Alternative('form[action*="basket" i] [type="submit"]', (b"form", b"action", b"type"),
+                (b"basket", b"submit")),
+    Alternative('form[action*="basket" i] button', (b"form", b"action", b"button"), (b"basket",)),
+    Alternative('button[name="add-to-cart" i]', (b"button", b"name"), _ADD_TO_CART),
+    Alternative('[class*="add-to-cart" i]', words=_ADD_TO_CART),
+    Alternative('[class*="addtocart" i]', words=(b"addtocart",)),
+    Alternative('[class*="add-to-basket" i]', words=_ADD_TO_BASKET),
+    Alternative('[class*="add-to-bag" i]', words=(b"add-to-", b"add-to-bag")),
+    Alternative('[id*="add-to-cart" i]', words=_ADD_TO_CART),
+    Alternative('[id*="addtocart" i]', words=(b"addtocart",)),
+    Alternative('[id*="add-to-basket" i]', words=_ADD_TO_BASKET),
+    Alternative('[class*="add_to_cart" i]', words=(b"add", b"cart")),  # "_": &lowbar;
+    Alternative('[data-action*="add-to-cart" i]', (b"data-action",), _ADD_TO_CART),
+    Alternative('[class*="buy-button" i]', words=(b"buy", b"buy-button")),
+    Alternative('[class*="buy-now" i]', words=(b"buy", b"buy-now")),
+)  # fmt: skip
 # A buy control known by its words, when its markup says nothing (hashed CSS-module classes).
-_BUTTONS = (
-    'button, input[type="submit"], input[type="button"], a[role="button"], [class*="btn" i], '
-    '[class*="buy" i], [class*="cart" i], [href^="javascript:" i]:is([href*="buy" i], '
-    '[href*="cart" i], [href*="basket" i]), [onclick*="buy" i], [onclick*="cart" i], '
-    '[onclick*="basket" i]'
-)
+_BUTTONS = Query(
+    Alternative("button", (b"button",)),
+    Alternative('input[type="submit"]', (b"input", b"type"), (b"submit",)),
+    Alternative('input[type="button"]', (b"input", b"type"), (b"button",)),
+    Alternative('a[role="button"]', (b"role",), (b"button",)),
+    Alternative('[class*="btn" i]', words=(b"btn",)),
+    Alternative('[class*="buy" i]', words=(b"buy",)),
+    Alternative('[class*="cart" i]', words=(b"cart",)),
+    Alternative('[href^="javascript:" i]:is([href*="buy" i], [href*="cart" i], '
+                '[href*="basket" i])', (b"href",), (b"javascript",)),
+    Alternative('[onclick*="buy" i]', (b"onclick",), (b"buy",)),
+    Alternative('[onclick*="cart" i]', (b"onclick",), (b"cart",)),
+    Alternative('[onclick*="basket" i]', (b"onclick",), (b"basket",)),
+)  # fmt: skip
 # A control that calls the shop's buy script (``javascript:buy_process(…)``, ``onclick=
 # "addToCart(42)"``), whatever its words say: older shops' buy boxes are links like that.
 _BUY_SCRIPT = re.compile(
@@ -104,9 +129,9 @@ _MAX_BUTTONS = 300
 _MAX_CONTROLS = 40  # more add-to-cart controls than this: a grid, not a buy box
 _PRICE_NODES = Query(
     Alternative("h1"),
-    Alternative('[class*="price" i]'),
-    Alternative('[id*="price" i]'),
-    Alternative('[itemprop="price"]', names=(b"itemprop",)),
+    Alternative('[class*="price" i]', words=(b"price",)),
+    Alternative('[id*="price" i]', words=(b"price",)),
+    Alternative('[itemprop="price"]', values=((b"itemprop", b"price"),)),
 )
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
@@ -136,12 +161,12 @@ _STRUCK_TAGS = ("del", "s", "strike")
 _DECIMALS = re.compile(r"[.,]\d{1,2}$")
 _FRACTION = re.compile(r"fraction|decimal|cent", re.I)
 _STOCK_NODES = Query(  # each alternative is a walk of the tree: few and broad
-    Alternative('[class*="availability" i]'),
-    Alternative('[class*="stock" i]'),
-    Alternative('[id*="availability" i]'),
-    Alternative('[id*="stock" i]'),
-    Alternative('[class*="sold-out" i]'),
-    Alternative('[itemprop="availability"]', names=(b"itemprop",)),
+    Alternative('[class*="availability" i]', words=(b"availability",)),
+    Alternative('[class*="stock" i]', words=(b"stock",)),
+    Alternative('[id*="availability" i]', words=(b"availability",)),
+    Alternative('[id*="stock" i]', words=(b"stock",)),
+    Alternative('[class*="sold-out" i]', words=(b"sold-out",)),
+    Alternative('[itemprop="availability"]', values=((b"itemprop", b"availability"),)),
 )
 _HIDDEN = re.compile(r"(?:^|[\s_-])(?:hidden|hide|d-none|invisible|is-hidden)(?:$|[\s_-])", re.I)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
@@ -211,12 +236,18 @@ def read_visible(
     return out
 
 
-def find_buttons(tree: LexborHTMLParser, shown: Visible, page_urls: set[str], base: str) -> None:
+def find_buttons(
+    tree: LexborHTMLParser,
+    shown: Visible,
+    page_urls: set[str],
+    base: str,
+    markup: Markup | None = None,
+) -> None:
     """The buy controls a product layout needs: outside recommendation rows, and not all in
     cards that link elsewhere (a listing), unless the page's URL is a marketplace item's
     (``/itm/<id>``, ``/item/…-<id>``): there the bid or contact box sits beside the seller's
     avatar and the gallery, which look like a card, and no listing has such a URL."""
-    controls = buy_controls(tree)
+    controls = buy_controls(tree, markup)
     if (
         controls
         and len(controls) <= _MAX_CONTROLS
@@ -415,14 +446,17 @@ def _struck(node: LexborNode) -> bool:
 # --- buy controls and stock ----------------------------------------------------------------
 
 
-def buy_controls(tree: LexborHTMLParser) -> list[LexborNode]:
-    """The page's add-to-cart controls: by markup, else by their words."""
-    marked = {node.mem_id: node for node in tree.css(_BUY)}  # one control can match twice
+def buy_controls(tree: LexborHTMLParser, markup: Markup | None = None) -> list[LexborNode]:
+    """The page's add-to-cart controls: by markup, else by their words. ``markup``: the
+    page's, when the caller has it."""
+    buy = _BUY.on(markup)
+    marked = {node.mem_id: node for node in tree.css(buy)} if buy else {}  # one can match twice
     if marked:
         return list(marked.values())
     worded = []
     seen: set[int] = set()
-    for node in tree.css(_BUTTONS)[:_MAX_BUTTONS]:
+    buttons = _BUTTONS.on(markup)
+    for node in (tree.css(buttons) if buttons else [])[:_MAX_BUTTONS]:
         if node.mem_id in seen:
             continue  # one element can match two of the selectors ("buyBtn": buy and btn)
         seen.add(node.mem_id)
@@ -466,7 +500,8 @@ def _stock(
     the messages of every state and shows one of them by script)."""
     said: set[Availability] = set()
     seen: set[int] = set()  # an element that matches two of the selectors comes twice
-    for node in tree.css(_STOCK_NODES.on(markup))[:_MAX_STOCK_NODES]:
+    query = _STOCK_NODES.on(markup)
+    for node in (tree.css(query) if query else [])[:_MAX_STOCK_NODES]:
         if node.mem_id in seen or (tag := node.tag) in _UNSHOWN or tag in ("body", "html", "link"):
             continue
         seen.add(node.mem_id)
