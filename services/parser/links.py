@@ -195,7 +195,7 @@ def extract_links(
     pager = Pager(tree, current) if rules.pagination is None else None
     found: dict[str, LinkKind] = {}
     in_cards = {node.mem_id for node in _css(tree, _card_links(_CARD_ANCESTORS.on(markup)))}
-    anchors = _css(tree, "a[href], area[href]")[:MAX_ANCHORS]  # a hostile page has a million
+    anchors = _anchors(tree)
     rule_hits = {
         kind: _selected(tree, rule.css)
         for kind, rule in (("product", rules.product), ("pagination", rules.pagination))
@@ -255,9 +255,15 @@ def extract_links(
     own: dict[str, Href] = {}  # this page's own hrefs (a card's ?utm_campaign=<this page>)
     marks = _MARKS
     actions: list[LexborNode] = []
+    taken = 0
     for node in anchors:
         attrs = node.attributes
-        raw = attrs.get("href")
+        if "href" not in attrs:
+            continue  # an <a> without href: not a link (``_anchors``)
+        taken += 1
+        if taken > MAX_ANCHORS:
+            break  # a hostile page has a million
+        raw = attrs["href"]
         classes = attrs.get("class")
         mark = marks.get(classes, -1) if classes else 0
         if mark < 0:
@@ -349,6 +355,16 @@ def extract_links(
             if found.get(url) == "product":
                 found[url] = "page"
     return [Link(url=url, kind=kind) for url, kind in found.items()][:MAX_LINKS]
+
+
+def _anchors(tree: LexborHTMLParser) -> list[LexborNode]:
+    """The page's ``a`` elements, in document order, or its ``a[href], area[href]`` when it has
+    ``area`` elements: the caller skips an ``a`` without ``href``. lexbor's walk by tag name
+    costs a fraction of a selector's (0.14 against 0.23 M instructions on a bench page, whose
+    ~200 anchors all have an href), and a page without image maps needs no second tag."""
+    if tree.tags("area"):
+        return _css(tree, "a[href], area[href]")  # one list, in document order
+    return tree.tags("a")
 
 
 MAX_ACTIONS = 200  # action links looked at for cards: a listing's first 50–100 cards
