@@ -92,7 +92,11 @@ def parse_page(
     product, variants = found if found is not None else (None, [])
     rules = _guard("rules", url, lambda: Rules.build(source, url))
     links = (
-        _guard("links", url, lambda: _links(tree, text, url, base, rules, forest, heads, scripts))
+        _guard(
+            "links",
+            url,
+            lambda: _links(tree, text, markup, url, base, rules, forest, heads, scripts),
+        )
         if rules
         else None
     )
@@ -102,6 +106,7 @@ def parse_page(
 def _links(
     tree: LexborHTMLParser,
     text: str,
+    markup: Markup,
     url: str,
     base: str,
     rules: Rules,
@@ -118,6 +123,7 @@ def _links(
         html=text,
         heads=heads,
         scripts=scripts,
+        markup=markup,
     )
 
 

@@ -38,3 +38,24 @@ def test_cards_marked_as_itemlist_members() -> None:
     kinds = _kinds(html)
     assert [kinds[f"https://shop.example/lamp-{i}"] for i in range(3)] == ["product"] * 3
     assert kinds["https://shop.example/about"] == "page"
+
+
+def test_card_markers_written_in_capitals_still_make_cards() -> None:
+    # the marker alternatives are left out of the card query on pages whose markup lacks the
+    # names; the test is on the lowered bytes, so capitals keep them in
+    cards = "".join(
+        f'<DIV DATA-PRODUCT-ID="{i}"><DIV><A HREF="/lamp-{i}">Lamp {i}</A></DIV></DIV>'
+        for i in range(2)
+    )
+    items = "".join(
+        f'<LI ITEMSCOPE ITEMTYPE="https://schema.org/Product"><SPAN><A HREF="/desk-{i}">Desk</A>'
+        "</SPAN></LI>"
+        for i in range(2)
+    )
+    html = (
+        f'<html><body>{cards}<UL ITEMSCOPE ITEMTYPE="https://schema.org/ItemList">{items}</UL>'
+        "</body></html>"
+    )
+    kinds = _kinds(html)
+    urls = [f"https://shop.example/{name}-{i}" for name in ("lamp", "desk") for i in range(2)]
+    assert [kinds[url] for url in urls] == ["product"] * 4
