@@ -11,6 +11,7 @@ import sys
 
 BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench.parser_bench", []),
+    ("bench.parser_instructions", []),
     ("bench.pagination_score", []),
     ("bench.product_score", []),
     ("bench.parser_service_bench", []),
