@@ -200,11 +200,33 @@ async def _ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None
     try:
         info = await js.stream_info(config.name)
     except nats.js.errors.NotFoundError:
-        await js.add_stream(config)
+        await _add_stream(js, config)
         log.info("stream created", extra={"action": "stream_created", "stream": config.name})
         return
     if _differs(config, info.config):
         await js.update_stream(config)
+
+
+# Tries of a stream creation the server refused with "stream not found": nats-server 2.9 answers
+# that when its account's storage directory vanished under the create (its log: "could not
+# create storage directory ... no such file or directory"), which happens when the account's
+# other streams are deleted at the same moment; the next try creates it.
+ADD_STREAM_TRIES = 3
+
+
+async def _add_stream(js: JetStreamContext, config: api.StreamConfig) -> None:
+    for attempt in range(1, ADD_STREAM_TRIES + 1):
+        try:
+            await js.add_stream(config)
+            return
+        except nats.js.errors.NotFoundError:
+            if attempt == ADD_STREAM_TRIES:
+                raise
+            log.warning(
+                "stream create refused as not found; trying again",
+                extra={"action": "stream_create_retry", "stream": config.name, "try": attempt},
+            )
+            await asyncio.sleep(0.1 * attempt)
 
 
 async def _ensure_consumer(js: JetStreamContext, stream: str, config: api.ConsumerConfig) -> None:
