@@ -34,6 +34,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 
 from schemas.messages import Message
+from shared import names as n
 from shared.bus import publish
 from shared.channels import Channel
 from shared.errors import Poison, Retry
@@ -48,7 +49,6 @@ log = logging.getLogger("trawl.consumer")
 T = TypeVar("T", bound=Message)
 
 PULL_WAIT = 0.005  # longest wait for a low-water mark of free slots before pulling anyway
-_STATUS = "Status"  # the header of JetStream's status messages
 _HEARTBEAT = "100"
 
 
@@ -106,7 +106,7 @@ class Puller:
                 await msg.nak()
 
     async def _deliver(self, msg: Msg) -> None:
-        status = msg.headers.get(_STATUS) if msg.headers else None
+        status = msg.headers.get(n.STATUS) if msg.headers else None
         if status is None:
             self.ready.append(msg)
             if self._earlier_open():

@@ -10,6 +10,8 @@ DLQ_REASON = "Trawl-Dlq-Reason"
 DLQ_STREAM = "Trawl-Dlq-Stream"
 DLQ_SUBJECT = "Trawl-Dlq-Subject"
 DLQ_DELIVERED = "Trawl-Dlq-Delivered"
+# The header of the server's status replies (a pull's end, a direct get's miss, no responders).
+STATUS = "Status"
 
 # Stream keys: the short name of each stream (also its DLQ suffix).
 TRIGGER = "trigger"

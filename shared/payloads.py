@@ -33,7 +33,6 @@ MAX_INLINE = 900 * 1024
 # JetStream's error code for "no message found" (as opposed to, say, 10059 "stream not found").
 NO_MESSAGE = 10037
 # A direct get's status headers: the reply of a miss has no body, only a status.
-_STATUS = "Status"
 _NOT_FOUND = "404"
 
 
@@ -127,7 +126,7 @@ class JetStreamPayloadStore:
         # without reading the reply's headers into a message object (its time stamp parsed).
         direct = self.names.payload_direct_get(digest, self.js._prefix)
         msg = await replies(self.js._nc).request(direct, b"", timeout=self.js._timeout)
-        status = msg.headers.get(_STATUS) if msg.headers and not msg.data else None
+        status = msg.headers.get(n.STATUS) if msg.headers and not msg.data else None
         if status is None:
             return msg.data
         if status != _NOT_FOUND:

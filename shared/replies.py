@@ -19,7 +19,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-_STATUS = "Status"
+from shared import names as n
+
 _NO_RESPONDERS = "503"
 
 
@@ -63,7 +64,7 @@ class Replies:
         finally:
             timer.cancel()
             self._waiting.pop(reply, None)
-        if msg.headers and msg.headers.get(_STATUS) == _NO_RESPONDERS:
+        if msg.headers and msg.headers.get(n.STATUS) == _NO_RESPONDERS:
             raise nats.errors.NoRespondersError
         return msg
 

@@ -113,13 +113,13 @@ def _ancestors(cards: tuple[Alternative, ...]) -> Query:
     return Query(*(Alternative(f"{a.css} *", a.names) for a in others))
 
 
-_CARD_ANCESTORS = _ancestors(_CARDS)
-CARD_LINKS = f"a[href]:is({_CARD_ANCESTORS.css})"
-
-
 @lru_cache(maxsize=8)
 def _card_links(ancestors: str) -> str:
     return f"a[href]:is({ancestors})"
+
+
+_CARD_ANCESTORS = _ancestors(_CARDS)
+CARD_LINKS = _card_links(_CARD_ANCESTORS.css)
 
 
 # Next pages declared in data-* attributes, for a caller without the page's HTML text (with it,

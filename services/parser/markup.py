@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
 _WORD = re.compile(rb"[a-z0-9-]+")
 _MAX_SPELLINGS = 64  # occurrences of an attribute's name looked at before giving up
 _MAX_HASHES = 4096  # "#"s looked at one by one before one search for "&#"
@@ -70,6 +72,12 @@ class Query:
                 a.css for a, keep in zip(self.alternatives, kept, strict=True) if keep
             )
         return css
+
+    def select(self, tree: LexborHTMLParser, markup: Markup | None) -> list[LexborNode]:
+        """What the page's selector list matches in ``tree``: nothing, without a walk, when no
+        alternative can match (lexbor refuses an empty list)."""
+        css = self.on(markup)
+        return tree.css(css) if css else []
 
 
 class Markup:

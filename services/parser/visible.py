@@ -225,7 +225,7 @@ def read_visible(
     memo: dict[int, bool] = {}
     # One walk of the tree for the titles and the price elements: _PRICE_NODES holds every
     # h1, in document order.
-    nodes = tree.css(_PRICE_NODES.on(markup))
+    nodes = _PRICE_NODES.select(tree, markup)
     title = _title([node for node in nodes if node.tag == "h1"], title_hint)
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
@@ -449,14 +449,12 @@ def _struck(node: LexborNode) -> bool:
 def buy_controls(tree: LexborHTMLParser, markup: Markup | None = None) -> list[LexborNode]:
     """The page's add-to-cart controls: by markup, else by their words. ``markup``: the
     page's, when the caller has it."""
-    buy = _BUY.on(markup)
-    marked = {node.mem_id: node for node in tree.css(buy)} if buy else {}  # one can match twice
+    marked = {node.mem_id: node for node in _BUY.select(tree, markup)}  # one can match twice
     if marked:
         return list(marked.values())
     worded = []
     seen: set[int] = set()
-    buttons = _BUTTONS.on(markup)
-    for node in (tree.css(buttons) if buttons else [])[:_MAX_BUTTONS]:
+    for node in _BUTTONS.select(tree, markup)[:_MAX_BUTTONS]:
         if node.mem_id in seen:
             continue  # one element can match two of the selectors ("buyBtn": buy and btn)
         seen.add(node.mem_id)
@@ -500,8 +498,7 @@ def _stock(
     the messages of every state and shows one of them by script)."""
     said: set[Availability] = set()
     seen: set[int] = set()  # an element that matches two of the selectors comes twice
-    query = _STOCK_NODES.on(markup)
-    for node in (tree.css(query) if query else [])[:_MAX_STOCK_NODES]:
+    for node in _STOCK_NODES.select(tree, markup)[:_MAX_STOCK_NODES]:
         if node.mem_id in seen or (tag := node.tag) in _UNSHOWN or tag in ("body", "html", "link"):
             continue
         seen.add(node.mem_id)
