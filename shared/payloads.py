@@ -22,6 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.object_store import ObjectStore
 
 from shared import names as n
+from shared.bus import js_publish
 from shared.errors import TrawlError
 from shared.names import Names
 from shared.replies import replies
@@ -90,8 +91,10 @@ class JetStreamPayloadStore:
         if packed is None:
             packed = await _maybe_offload(compress, body)
         if len(packed) <= MAX_INLINE:
-            await self.js.publish(
-                self.names.payload(digest), packed, headers={n.MSG_ID: f"payload-{digest}"}
+            # Acked on the client's one reply subscription (``bus.js_publish``): nats-py's own
+            # request draws a random inbox token per publish, a getrandom syscall each page.
+            await js_publish(
+                self.js, self.names.payload(digest), packed, {n.MSG_ID: f"payload-{digest}"}
             )
             ref = f"js:{digest}"
         else:
