@@ -19,6 +19,14 @@ from services.parser.identifiers import is_item_url, labelled_codes, shows_code
         ("<p>Cod produs: ESP-15</p>", "ESP-15", None, None),
         ("<p>Cikkszám: PLC-80-T</p>", "PLC-80-T", None, None),
         ("<p>商品番号：123456</p>", "123456", None, None),  # a full-width colon
+        # Product-code labels of the Baltic and West Slavic shops.
+        ("<div>Tootekood: 551203</div>", "551203", None, None),
+        ("<div>Kood <b>EE-7781</b></div>", "EE-7781", None, None),
+        ("<div>Produkta kods 318844120</div>", "318844120", None, None),
+        ("<div>Prekės kodas: LT-4410</div>", "LT-4410", None, None),
+        ("<th>Kód produktu:</th><td>QX12B</td>", "QX12B", None, None),
+        ("<div>Nr ref. <span>70031552</span></div>", "70031552", None, None),
+        ("<td>Numer referencyjny:</td><td>70031552</td>", "70031552", None, None),
         ("<p>Model: WX-200</p>", None, "WX-200", None),
         ("<p>Mfr. Part #: MP-77</p>", None, "MP-77", None),
         ("<p>Item model number: B0-12</p>", None, "B0-12", None),
