@@ -44,11 +44,18 @@ def reached_as_listing(url: str, kind: str | None, source: Source | None) -> boo
         return False
 
 
-def cards_link_elsewhere(buttons: list[LexborNode], page_urls: set[str], base: str) -> bool:
-    """Every buy control sits in a card whose image or title links to another page."""
+def cards_link_elsewhere(
+    buttons: list[LexborNode],
+    page_urls: set[str],
+    base: str,
+    every: list[LexborNode] | None = None,
+) -> bool:
+    """Every buy control sits in a card whose image or title links to another page.
+    ``every``: all the page's buy controls, when ``buttons`` are some of them (a level that
+    holds several of them is a grid, not a card)."""
     if not buttons:
         return False
-    ids = {b.mem_id for b in buttons}
+    ids = {b.mem_id for b in every or buttons}
     return all(_in_card(button, ids, page_urls, base) for button in buttons)
 
 

@@ -21,6 +21,8 @@ buy box where the structured data says InStock.
 - **Buy controls**: add-to-cart markup (classes, ids, forms posting to a cart, inputs) or
   buttons and links whose words say buy (or bid, or contact the seller of a classified ad),
   in the languages of the shops we meet; a cart form and the buttons inside it are one.
+  Those in recommendation rows are left out before the controls are counted: a page's
+  "related" rows can carry dozens of add-to-cart buttons beside its one buy box.
 - **Stock**: the first availability-marked elements' words (sold out / out of stock /
   unavailable, pre-order, backorder, in stock … in those languages; a store-pickup notice
   says nothing about buying online), or buy controls that all say sold out. A disabled
@@ -126,7 +128,7 @@ _BUY_WORDS = re.compile(
     re.I,
 )
 _MAX_BUTTONS = 300
-_MAX_CONTROLS = 40  # more add-to-cart controls than this: a grid, not a buy box
+_MAX_CONTROLS = 40  # more add-to-cart controls outside recommendation rows: a grid
 _PRICE_NODES = Query(
     Alternative("h1"),
     Alternative('[class*="price" i]', words=(b"price",)),
@@ -247,19 +249,22 @@ def find_buttons(
     cards that link elsewhere (a listing), unless the page's URL is a marketplace item's
     (``/itm/<id>``, ``/item/…-<id>``): there the bid or contact box sits beside the seller's
     avatar and the gallery, which look like a card, and no listing has such a URL."""
-    controls = buy_controls(tree, markup)
+    memo: dict[int, bool] = {}
+    # A recommendation row's cards carry add-to-cart buttons of their own (dozens on a
+    # furniture shop's page): they are no part of the buy box, and no grid of the page's own.
+    every = buy_controls(tree, markup)
+    controls = [c for c in every if not in_tile_container(c, memo)]
     if (
         controls
         and len(controls) <= _MAX_CONTROLS
         and (
             any(is_item_url(u) for u in (*page_urls, base))
-            or not cards_link_elsewhere(controls, page_urls, base)
+            or not cards_link_elsewhere(controls, page_urls, base, every)
         )
     ):
-        memo: dict[int, bool] = {}
         # A cart form, its button and the button's label are one control (counted once;
         # the card check above climbs from each, the innermost first).
-        shown.buttons = _outermost([c for c in controls if not in_tile_container(c, memo)])
+        shown.buttons = _outermost(controls)
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
 

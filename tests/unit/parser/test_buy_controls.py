@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
+from services.parser.page import parse_page
 from services.parser.visible import buy_controls
 
 
@@ -60,3 +61,29 @@ def test_controls_that_call_a_buy_script(control: str) -> None:
 def test_scripts_that_do_not_buy(control: str) -> None:
     tree = LexborHTMLParser(f"<main><h1>Item</h1>{control}</main>")
     assert buy_controls(tree) == []
+
+
+def _cards(count: int) -> str:
+    return "".join(
+        f"<li><a href='/p/chair-{i}'><img src='c{i}.jpg'></a><a href='/p/chair-{i}'>Chair {i}</a>"
+        f"<span class='price'>£{i + 10}</span><button class='add-to-cart'>Add</button></li>"
+        for i in range(count)
+    )
+
+
+def test_a_recommendation_row_of_buy_buttons_leaves_the_buy_box_alone() -> None:
+    """Dozens of add-to-cart buttons in "related" rows: the buy box is still the one."""
+    html = (
+        "<html><body><main><h1>Oak table</h1><span class='price'>£450</span>"
+        "<button class='add-to-cart'>Add to bag</button></main>"
+        f"<section class='related-products'><ul>{_cards(50)}</ul></section></body></html>"
+    )
+    product = parse_page(html.encode(), "https://shop.example.com/p/oak-table").product
+    assert product is not None and product.price == "450.00"
+
+
+def test_a_grid_of_buy_buttons_is_still_a_listing() -> None:
+    html = (
+        f"<html><body><main><h1>Chairs</h1><ul class='grid'>{_cards(50)}</ul></main></body></html>"
+    )
+    assert parse_page(html.encode(), "https://shop.example.com/c/chairs").product is None
