@@ -10,7 +10,9 @@ the catalog and counts misses. Two signals say "listing":
 - every buy control on the page sits in a card that links to another page: the nearest
   ancestor of the control that holds a link wrapping an image or a title to another URL.
   A product page's buy box links to nothing but its own page (size guides and delivery
-  notes are plain text links, not image or title links).
+  notes are plain text links, not image or title links), and a block that holds the page's
+  title and then the buy control is the product's own, whatever else it links to (colour
+  swatches, the seller's other ads).
 """
 
 from __future__ import annotations
@@ -49,17 +51,34 @@ def cards_link_elsewhere(
     page_urls: set[str],
     base: str,
     every: list[LexborNode] | None = None,
+    title: LexborNode | None = None,
 ) -> bool:
     """Every buy control sits in a card whose image or title links to another page.
     ``every``: all the page's buy controls, when ``buttons`` are some of them (a level that
-    holds several of them is a grid, not a card)."""
+    holds several of them is a grid, not a card). ``title``: the page's title (its
+    ``<h1>``); a level that holds it and the control after it is the product's own block,
+    whatever it links to (its colour swatches, the seller's other ads), not a card."""
     if not buttons:
         return False
     ids = {b.mem_id for b in every or buttons}
-    return all(_in_card(button, ids, page_urls, base) for button in buttons)
+    above_title: set[int] = set()
+    parent = title.parent if title is not None else None
+    while parent is not None:
+        above_title.add(parent.mem_id)
+        parent = parent.parent
+    title_id = title.mem_id if title is not None else None
+    return all(
+        _in_card(button, ids, page_urls, base, (title_id, above_title)) for button in buttons
+    )
 
 
-def _in_card(button: LexborNode, buttons: set[int], page_urls: set[str], base: str) -> bool:
+def _in_card(
+    button: LexborNode,
+    buttons: set[int],
+    page_urls: set[str],
+    base: str,
+    title: tuple[int | None, set[int]],
+) -> bool:
     parent = button.parent
     for _ in range(_CLIMB):
         if parent is None or parent.tag in ("body", "html", "main"):
@@ -68,10 +87,23 @@ def _in_card(button: LexborNode, buttons: set[int], page_urls: set[str], base: s
         if links:
             others = [link for link in links if _elsewhere(link, page_urls, base)]
             if any(_is_card_link(link) for link in others):
+                if parent.mem_id in title[1] and _follows(parent, title[0], button.mem_id):
+                    return False  # the title, then its buy box: the product's own block
                 # a grid holds several buy controls: the card is the level below it
                 inside = sum(1 for node in parent.traverse() if node.mem_id in buttons)
                 return inside <= 1
         parent = parent.parent
+    return False
+
+
+def _follows(block: LexborNode, first: int | None, then: int) -> bool:
+    """In ``block``, the node ``then`` comes after the node ``first`` (a header's mini
+    basket comes before the listing's title)."""
+    for node in block.traverse():
+        if node.mem_id == first:
+            return True
+        if node.mem_id == then:
+            return False
     return False
 
 

@@ -190,6 +190,7 @@ class Visible:
     currency: str | None = None
     old_prices: set[Decimal] = field(default_factory=set)
     shown_prices: set[Decimal] = field(default_factory=set)  # every current price near it
+    title: LexborNode | None = None  # the element the name was read from
     # False when the price is an amount read near the title without price markup: it fills a
     # gap but never overrides a structured price.
     price_marked: bool = True
@@ -231,6 +232,7 @@ def read_visible(
     title = _title([node for node in nodes if node.tag == "h1"], title_hint)
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
+        out.title = title
     _read_prices(nodes, title, out, memo)
     if out.price is None and title is not None:
         _unmarked_price(title, out)
@@ -259,7 +261,7 @@ def find_buttons(
         and len(controls) <= _MAX_CONTROLS
         and (
             any(is_item_url(u) for u in (*page_urls, base))
-            or not cards_link_elsewhere(controls, page_urls, base, every)
+            or not cards_link_elsewhere(controls, page_urls, base, every, shown.title)
         )
     ):
         # A cart form, its button and the button's label are one control (counted once;
