@@ -12,7 +12,8 @@ the catalog and counts misses. Two signals say "listing":
   A product page's buy box links to nothing but its own page (size guides and delivery
   notes are plain text links, not image or title links), and a block that holds the page's
   title and then the buy control is the product's own, whatever else it links to (colour
-  swatches, the seller's other ads).
+  swatches, the seller's other ads). Its brand's logo and its seller's name link elsewhere
+  too, and are no card's image or title.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ _NOT_A_PAGE = re.compile(
 )
 _TITLE_TAGS = ("h2", "h3", "h4", "h5", "h6")
 _TITLE_MARKS = re.compile(r"name|title|heading", re.I)
+# A link to the product's brand or seller (its logo, "sold by <seller>"): product pages show
+# them in their buy box, and they are no card's image or title.
+_OWNER_MARKS = re.compile(
+    r"brand|manufacturer|logo|vendor|seller|merchant|marketplace|marque|hersteller", re.I
+)
 
 
 def reached_as_listing(url: str, kind: str | None, source: Source | None) -> bool:
@@ -116,9 +122,11 @@ def _elsewhere(link: LexborNode, page_urls: set[str], base: str) -> bool:
 
 
 def _is_card_link(link: LexborNode) -> bool:
-    """A link that wraps the card's image or title, or sits in its title."""
-    if link.css_first("img, picture, h2, h3, h4, h5, h6") is not None:
-        return True
+    """A link that wraps the card's image or title, or sits in its title; not one marked as
+    the brand's or the seller's (``_OWNER_MARKS``)."""
+    image = link.css_first("img, picture, h2, h3, h4, h5, h6")
+    if image is not None:
+        return not (_owner_link(link) or (image.tag == "img" and _owner_link(image)))
     parent = link.parent
     for _ in range(2):
         if parent is None:
@@ -127,4 +135,9 @@ def _is_card_link(link: LexborNode) -> bool:
             return True
         parent = parent.parent
     marks = f"{link.attributes.get('class') or ''} {link.attributes.get('id') or ''}"
-    return _TITLE_MARKS.search(marks) is not None
+    return _TITLE_MARKS.search(marks) is not None and _OWNER_MARKS.search(marks) is None
+
+
+def _owner_link(node: LexborNode) -> bool:
+    marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
+    return _OWNER_MARKS.search(marks) is not None

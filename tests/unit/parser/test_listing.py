@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from schemas.source import Source
 from services.parser.formats import parse_payload
@@ -68,3 +69,30 @@ def test_a_control_before_the_title_is_no_buy_box() -> None:
         f"<h1>Shrubs</h1><ul>{cards}</ul></div>"
     )
     assert parse_payload(_page(body), "https://shop.example.com/c/shrubs").product is None
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        "<a href='/brands/acme'><img class='brand-logo' src='acme.png'></a>",
+        "<a class='product-manufacturer__link' href='/acme'>Maker: <img src='acme.png'></a>",
+        "Sold by <a id='seller_name' href='/shops/acme'>Acme</a>",
+    ],
+)
+def test_the_brand_or_seller_link_in_a_buy_box_is_no_card(owner: str) -> None:
+    body = (
+        "<h1>Wool scarf</h1><div class='gallery'><img src='scarf.jpg'></div>"
+        f"<div class='buy-box'><div>{owner}</div><span class='price'>€20</span>"
+        "<form action='/cart/add'><button type='submit'>Add to cart</button></form></div>"
+    )
+    product = parse_payload(_page(body), "https://shop.example.com/p/wool-scarf").product
+    assert product is not None and product.name == "Wool scarf"
+
+
+def test_a_card_with_a_brand_logo_is_still_a_card() -> None:
+    card = (
+        "<li><a href='/p/wool-scarf'><img src='s.jpg'></a><img class='brand-logo' src='b.png'>"
+        "<span class='price'>€20</span><button class='add-to-cart'>Add to cart</button></li>"
+    )
+    body = f"<h1>Scarves</h1><ul>{card}</ul>"
+    assert parse_payload(_page(body), "https://shop.example.com/c/scarves").product is None
