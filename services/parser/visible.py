@@ -26,7 +26,9 @@ buy box where the structured data says InStock.
 - **Stock**: the first availability-marked elements' words (sold out / out of stock /
   unavailable, pre-order, backorder, in stock … in those languages; a store-pickup notice
   says nothing about buying online), or buy controls that all say sold out. A disabled
-  button alone proves nothing: shops disable it until a size is chosen.
+  button alone proves nothing: shops disable it until a size is chosen. A sold-out page may
+  drop its buy button altogether: with no control outside recommendation rows, a sold-out
+  notice outside cards stands in for the buy box.
 """
 
 from __future__ import annotations
@@ -197,6 +199,10 @@ class Visible:
     symbol: str | None = None  # a symbol several currencies share ("$", "kr"), as shown
     buttons: list[LexborNode] = field(default_factory=list)  # buy controls outside cards
     stock: Availability | None = None
+    stock_node: LexborNode | None = None  # the first element whose words said ``stock``
+    # No buy control at all but a sold-out notice outside cards: the buy box of a product
+    # that cannot be bought now.
+    sold_out_box: bool = False
 
     def fields(self) -> Fields:
         out: Fields = {}
@@ -214,8 +220,13 @@ class Visible:
     def is_product_layout(self) -> bool:
         """A title, a price and a buy box of its own: a product page without markup. A page
         has one buy box ("add to cart" and "buy now"), perhaps a sticky copy of it and one
-        more control after the description; a grid of cards has many."""
-        return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 6)
+        more control after the description; a grid of cards has many. A sold-out product's
+        buy box may show its notice instead of any control (``sold_out_box``)."""
+        return bool(
+            self.name
+            and self.price is not None
+            and (1 <= len(self.buttons) <= 6 or self.sold_out_box)
+        )
 
 
 def read_visible(
@@ -236,7 +247,7 @@ def read_visible(
     _read_prices(nodes, title, out, memo)
     if out.price is None and title is not None:
         _unmarked_price(title, out)
-    out.stock = _stock(tree, memo, markup)
+    out.stock, out.stock_node = _stock(tree, memo, markup)
     return out
 
 
@@ -267,6 +278,11 @@ def find_buttons(
         # A cart form, its button and the button's label are one control (counted once;
         # the card check above climbs from each, the innermost first).
         shown.buttons = _outermost(controls)
+    elif not controls and shown.stock == "out_of_stock" and shown.stock_node is not None:
+        # Sold out, the buy button gone: the notice stands in for it, unless it sits in a
+        # card that links elsewhere (a grid of sold-out items).
+        notice = [shown.stock_node]
+        shown.sold_out_box = not cards_link_elsewhere(notice, page_urls, base, None, shown.title)
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
 
@@ -500,9 +516,11 @@ def _outermost(nodes: list[LexborNode]) -> list[LexborNode]:
 
 def _stock(
     tree: LexborHTMLParser, memo: dict[int, bool], markup: Markup | None
-) -> Availability | None:
-    """What the first availability elements say; nothing when they disagree (a page carries
-    the messages of every state and shows one of them by script)."""
+) -> tuple[Availability | None, LexborNode | None]:
+    """What the first availability elements say, and the first of them that says it;
+    nothing when they disagree (a page carries the messages of every state and shows one of
+    them by script)."""
+    first: LexborNode | None = None
     said: set[Availability] = set()
     seen: set[int] = set()  # an element that matches two of the selectors comes twice
     for node in _STOCK_NODES.select(tree, markup)[:_MAX_STOCK_NODES]:
@@ -512,7 +530,8 @@ def _stock(
         state = _stock_words(node.text(deep=True, separator=" "))
         if state is not None and not _hidden(node) and not in_tile_container(node, memo):
             said.add(state)
-    return said.pop() if len(said) == 1 else None
+            first = first or node
+    return (said.pop(), first) if len(said) == 1 else (None, None)
 
 
 @lru_cache(maxsize=4096)  # a site says its few stock messages on every page

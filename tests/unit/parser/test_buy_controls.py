@@ -87,3 +87,23 @@ def test_a_grid_of_buy_buttons_is_still_a_listing() -> None:
         f"<html><body><main><h1>Chairs</h1><ul class='grid'>{_cards(50)}</ul></main></body></html>"
     )
     assert parse_page(html.encode(), "https://shop.example.com/c/chairs").product is None
+
+
+def test_a_sold_out_notice_stands_in_for_the_buy_button() -> None:
+    html = (
+        "<html><body><main><h1>Brown bear</h1><span class='price'>£25</span>"
+        "<p class='stock-status'>Out of stock online</p></main>"
+        f"<section class='related-products'><ul>{_cards(10)}</ul></section></body></html>"
+    )
+    product = parse_page(html.encode(), "https://shop.example.com/p/brown-bear").product
+    assert product is not None and product.availability == "out_of_stock"
+
+
+def test_a_grid_of_sold_out_cards_is_no_product() -> None:
+    cards = "".join(
+        f"<li><a href='/p/bear-{i}'><img src='b{i}.jpg'></a><span class='price'>£{i + 9}</span>"
+        "<span class='stock'>Sold out</span></li>"
+        for i in range(6)
+    )
+    html = f"<html><body><main><h1>Bears</h1><ul>{cards}</ul></main></body></html>"
+    assert parse_page(html.encode(), "https://shop.example.com/c/bears").product is None
