@@ -200,9 +200,9 @@ class Visible:
     buttons: list[LexborNode] = field(default_factory=list)  # buy controls outside cards
     stock: Availability | None = None
     stock_node: LexborNode | None = None  # the first element whose words said ``stock``
-    # No buy control at all but a sold-out notice outside cards: the buy box of a product
-    # that cannot be bought now.
-    sold_out_box: bool = False
+    # No buy control at all, yet one product's page: a sold-out notice outside cards, or a
+    # marketplace item's URL (an ended auction, a sold ad): a buy box that is closed.
+    closed_box: bool = False
 
     def fields(self) -> Fields:
         out: Fields = {}
@@ -221,11 +221,12 @@ class Visible:
         """A title, a price and a buy box of its own: a product page without markup. A page
         has one buy box ("add to cart" and "buy now"), perhaps a sticky copy of it and one
         more control after the description; a grid of cards has many. A sold-out product's
-        buy box may show its notice instead of any control (``sold_out_box``)."""
+        buy box may show its notice instead of any control, and an ended auction none at
+        all (``closed_box``)."""
         return bool(
             self.name
             and self.price is not None
-            and (1 <= len(self.buttons) <= 6 or self.sold_out_box)
+            and (1 <= len(self.buttons) <= 6 or self.closed_box)
         )
 
 
@@ -261,28 +262,29 @@ def find_buttons(
     """The buy controls a product layout needs: outside recommendation rows, and not all in
     cards that link elsewhere (a listing), unless the page's URL is a marketplace item's
     (``/itm/<id>``, ``/item/…-<id>``): there the bid or contact box sits beside the seller's
-    avatar and the gallery, which look like a card, and no listing has such a URL."""
+    avatar and the gallery, which look like a card, and no listing has such a URL; there an
+    ended auction's or a sold ad's page, which shows no control at all, is still the item's."""
     memo: dict[int, bool] = {}
     # A recommendation row's cards carry add-to-cart buttons of their own (dozens on a
     # furniture shop's page): they are no part of the buy box, and no grid of the page's own.
     every = buy_controls(tree, markup)
     controls = [c for c in every if not in_tile_container(c, memo)]
+    item = any(is_item_url(u) for u in (*page_urls, base))
     if (
         controls
         and len(controls) <= _MAX_CONTROLS
-        and (
-            any(is_item_url(u) for u in (*page_urls, base))
-            or not cards_link_elsewhere(controls, page_urls, base, every, shown.title)
-        )
+        and (item or not cards_link_elsewhere(controls, page_urls, base, every, shown.title))
     ):
         # A cart form, its button and the button's label are one control (counted once;
         # the card check above climbs from each, the innermost first).
         shown.buttons = _outermost(controls)
+    elif not controls and item:
+        shown.closed_box = True  # the auction has ended, the ad is sold: still the item's page
     elif not controls and shown.stock == "out_of_stock" and shown.stock_node is not None:
         # Sold out, the buy button gone: the notice stands in for it, unless it sits in a
         # card that links elsewhere (a grid of sold-out items).
         notice = [shown.stock_node]
-        shown.sold_out_box = not cards_link_elsewhere(notice, page_urls, base, None, shown.title)
+        shown.closed_box = not cards_link_elsewhere(notice, page_urls, base, None, shown.title)
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
 

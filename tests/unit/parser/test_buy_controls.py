@@ -107,3 +107,14 @@ def test_a_grid_of_sold_out_cards_is_no_product() -> None:
     )
     html = f"<html><body><main><h1>Bears</h1><ul>{cards}</ul></main></body></html>"
     assert parse_page(html.encode(), "https://shop.example.com/c/bears").product is None
+
+
+def test_an_ended_auction_is_still_the_item_page() -> None:
+    """No bid box once the auction has ended; the marketplace item URL says what it is."""
+    html = (
+        b"<html><body><h1>Vintage camera</h1><span class='price'>EUR 120.00</span>"
+        b"<p>Bidding has ended on this item.</p></body></html>"
+    )
+    product = parse_page(html, "https://market.example.com/itm/114400223311").product
+    assert product is not None and product.sku == "114400223311"
+    assert parse_page(html, "https://market.example.com/cameras/vintage").product is None
