@@ -129,8 +129,8 @@ _BUY_WORDS = re.compile(
     r"|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
     r"|kúpiť|köp|kjøp|osta|buy|cumpăr[aă]|vásárlás|αγορά|mua ngay|beli(?: sekarang)?|satın al"
     r"|(?:comprar|köp|acquista) (?:ahora|agora|nu|ora)|jetzt kaufen|acheter maintenant"
-    r"|購買|購入する|立即購買|立即购买|구매하기|바로구매)\s*$"
-    r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기|장바구니",
+    r"|購買|購入する|立即購買|立即购买|구매하기|바로구매|장바구니)\s*$"
+    r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기",
     re.I,
 )
 _MAX_BUTTONS = 300

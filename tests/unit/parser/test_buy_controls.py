@@ -25,6 +25,7 @@ from services.parser.visible import buy_controls
         "Kontaktieren",
         "Compare prices",  # a price-comparison site's, through its offers
         "Сравнить все цены (4)",
+        "장바구니",  # "cart" alone on a button is the buy box's
     ],
 )
 def test_words_that_buy(words: str) -> None:
@@ -32,7 +33,9 @@ def test_words_that_buy(words: str) -> None:
     assert len(buy_controls(tree)) == 1
 
 
-@pytest.mark.parametrize("words", ["Kontaktformular öffnen", "Size guide", "Bid history"])
+@pytest.mark.parametrize(
+    "words", ["Kontaktformular öffnen", "Size guide", "Bid history", "장바구니 0"]
+)
 def test_words_that_do_not(words: str) -> None:
     tree = LexborHTMLParser(f"<main><h1>Item</h1><button type='button'>{words}</button></main>")
     assert buy_controls(tree) == []
