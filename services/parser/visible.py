@@ -8,7 +8,8 @@ structured data: a sale price shown beside the structured (regular) price, and a
 buy box where the structured data says InStock.
 
 - **Title**: the one ``<h1>``; with several (recommendation rows use them too), the one that
-  the page's ``<title>``/``og:title`` names (see ``_title``).
+  the page's ``<title>``/``og:title`` names (see ``_title``); when it names none of them
+  (every card titled with an ``<h1>``), the ``<h2>`` it names, the prices read from there.
 - **Price**: the first price-marked element (class/id "price", ``itemprop=price``) after the
   title that is not struck through or marked as the old/regular price and not in a
   recommendation container. A container's own text counts with its struck parts removed
@@ -53,7 +54,7 @@ from services.parser.prices import (
     parse_price,
     shared_symbol,
 )
-from services.parser.unmarked import unmarked_amount
+from services.parser.unmarked import following, unmarked_amount
 
 Fields = dict[str, str]
 
@@ -142,6 +143,7 @@ _PRICE_NODES = Query(
     Alternative('[itemprop="price"]', values=((b"itemprop", b"price"),)),
 )
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
+_AFTER_HEADING = 2000  # nodes after a lower-heading title looked at for its first price
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
 _OLD = re.compile(
     r"(?<!b)old|was|regular|compare|strike|crossed|list[-_]?price|rrp|msrp|uvp|original"
@@ -245,7 +247,12 @@ def read_visible(
     # One walk of the tree for the titles and the price elements: _PRICE_NODES holds every
     # h1, in document order.
     nodes = _PRICE_NODES.select(tree, markup)
-    title = _title([node for node in nodes if node.tag == "h1"], title_hint)
+    h1s = [node for node in nodes if node.tag == "h1"]
+    title = _title(h1s, title_hint)
+    if title is None and len(h1s) > 1:
+        # Cards of other products in <h1>s, none the page's: its title is then a lower
+        # heading that the page's <title> names.
+        title = _title(tree.css("h2"), title_hint, must_name=True)
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
         out.title = title
@@ -296,16 +303,18 @@ def find_buttons(
 # --- title ---------------------------------------------------------------------------------
 
 
-def _title(titles: list[LexborNode], hint: str | None) -> LexborNode | None:
+def _title(
+    titles: list[LexborNode], hint: str | None, *, must_name: bool = False
+) -> LexborNode | None:
     """The page's title among its ``h1`` elements (in document order): with several, the one
     the page's ``<title>``/``og:title`` names. Named means held in it; of several held, the
     longest when it holds the others ("Tommy Jeans OFLEKI" and "OFLEKI"); none held, the one
     that starts with the title's first part ("SEOUL 100 ML Details" for "SEOUL 100 ML |
-    ZARA")."""
-    if len(titles) <= 1:
+    ZARA"). ``must_name``: even one candidate must be named."""
+    if len(titles) <= 1 and not (must_name and titles):
         return titles[0] if titles else None
     texts = [" ".join(t.text(deep=True, separator=" ").split()).casefold() for t in titles]
-    if len(set(texts)) == 1:
+    if len(set(texts)) == 1 and not must_name:
         return titles[0]
     if not hint:
         return None
@@ -329,8 +338,12 @@ def _read_prices(
 ) -> None:
     """The prices of ``nodes`` (the page's ``_PRICE_NODES``) from the title on."""
     start = 0
-    if title is not None:
+    if title is not None and title.tag == "h1":
         start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
+    elif title is not None:  # a lower heading: the price elements from the first after it
+        at = {n.mem_id: i for i, n in enumerate(nodes)}
+        later = (at[n.mem_id] for n in following(title, _AFTER_HEADING) if n.mem_id in at)
+        start = next(later, len(nodes))
     after = 0  # price elements read after the main price: the rest of the buy box
     for node in nodes[start : start + _MAX_PRICE_NODES]:
         tag = node.tag  # a property that decodes the name on every read

@@ -140,3 +140,20 @@ def test_a_price_comparison_page_with_its_offers() -> None:
     )
     product = parse_page(html.encode(), "https://shop.example.by/pots/TR_1047-1609583.html").product
     assert product is not None and product.price == "350.00"
+
+
+def test_the_title_is_a_named_h2_when_the_h1s_are_other_products() -> None:
+    """Cards titled with <h1>s, the deal's own title an <h2> that the page's title names;
+    the price read is the one after that heading, not the first card's."""
+    cards = "".join(
+        f"<li><h1>Other deal {i}</h1><span class='price'>{i + 1},000원</span></li>"
+        for i in range(3)
+    )
+    html = (
+        "<html><head><title>Plus-size lingerie set 75~120 - Deals</title></head><body>"
+        f"<ul class='deals'>{cards}</ul><div class='deal'><h2>Plus-size lingerie set 75~120</h2>"
+        "<span class='deal_price'>2,900원</span><button>바로구매</button></div></body></html>"
+    )
+    product = parse_page(html.encode(), "https://deals.example.kr/deal/3454863898").product
+    assert product is not None and product.name == "Plus-size lingerie set 75~120"
+    assert product.price == "2900.00"
