@@ -26,10 +26,14 @@ _SKU_LABELS = (
     r"product\s*(?:code|no\.?|number|id|ref(?:erence)?)|item\s*(?:#|no\.?|number|code|id)"
     r"|article\s*(?:no\.?|number|code)|art(?:ikel)?\.?\s*-?\s*n(?:r|o)\.?|artikelnummer"
     r"|artikelcode|bestell-?\s*(?:nr\.?|nummer)|produktnummer|sku|style\s*(?:#|no\.?|code)"
-    r"|stock\s*code|catalog(?:ue)?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f[ée]rence|r[ée]f\."
+    r"|stock\s*code|catalog(?:ue)?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f\."
+    r"|r[ée]f[ée]rence(?:\s*(?:du\s*)?produit)?"
     r"|code\s*(?:article|produit)|c[óo]d(?:igo)?\.?(?:\s*(?:de|do|del)\s*(?:produto|producto"
-    r"|art[íi]culo))?|id\s*(?:do\s*|del\s*)?produ(?:to|cto)|referencia|refer[êe]ncia"
-    r"|codice(?:\s*(?:articolo|prodotto))?|cod\.\s*art\.?|rif\.|kod(?:\s*produktu)?|k[óo]d"
+    r"|art[íi]culo))?|id\s*(?:do\s*|del\s*)?produ(?:to|cto)|referencia(?:\s*(?:del\s*)?producto)?"
+    r"|refer[êe]ncia(?:\s*(?:do\s*)?produto)?"
+    r"|codice(?:\s*(?:articolo|prodotto))?|cod\.\s*art\.?|rif\.|nr\.?\s*ref\.?"
+    r"|numer\s*referencyjny|k[óo]d(?:\s*(?:produktu|tovaru|zbo[žz][íi]))?"
+    r"|(?:toote|artikli)?kood|(?:produkta|preces)?\s*kods|(?:prek[ėe]s\s*)?kodas|artikul[as]s?"
     r"|(?:nr|numer)\s*katalogowy|katalogov[ée]\s*č[íi]slo|код(?:\s*товара)?|артикул|арт\."
     r"|varenummer|varenr\.?|tuotenumero|tuotekoodi|ürün\s*kodu|stok\s*kodu|מק\"ט|מק״ט"
     r"|商品編號|商品编号|货号|貨號|商品番号|品番|商品コード|상품번호|품번"
@@ -92,11 +96,11 @@ class Codes:
     gtin: str | None = None
 
 
-def labelled_codes(html: str) -> Codes:
+def labelled_codes(html: str, *, before_title: bool = False) -> Codes:
     """Scanned from the page's first ``<h1>`` on: the product's own codes follow its title,
     while what precedes it (menus, a header's mini basket, another product's teaser) is not
-    about it. Without a title, from ``<body>``."""
-    start = html.find("<h1")
+    about it. Without a title, or ``before_title``, from ``<body>``."""
+    start = -1 if before_title else html.find("<h1")
     if start < 0:
         start = max(0, html.find("<body"))
     text = html[: start + _SCAN_LIMIT]

@@ -10,7 +10,10 @@ the catalog and counts misses. Two signals say "listing":
 - every buy control on the page sits in a card that links to another page: the nearest
   ancestor of the control that holds a link wrapping an image or a title to another URL.
   A product page's buy box links to nothing but its own page (size guides and delivery
-  notes are plain text links, not image or title links).
+  notes are plain text links, not image or title links), and a block that holds the page's
+  title and then the buy control is the product's own, whatever else it links to (colour
+  swatches, the seller's other ads). Its brand's logo and its seller's name link elsewhere
+  too, and are no card's image or title.
 """
 
 from __future__ import annotations
@@ -28,6 +31,12 @@ _NOT_A_PAGE = re.compile(
 )
 _TITLE_TAGS = ("h2", "h3", "h4", "h5", "h6")
 _TITLE_MARKS = re.compile(r"name|title|heading", re.I)
+# A link to the product's brand or seller (its logo, "sold by <seller>", a price-comparison
+# page's offers by shop name): product pages show them in their buy box, and they are no
+# card's image or title.
+_OWNER_MARKS = re.compile(
+    r"brand|manufacturer|logo|vendor|seller|merchant|market|marque|hersteller", re.I
+)
 
 
 def reached_as_listing(url: str, kind: str | None, source: Source | None) -> bool:
@@ -44,15 +53,39 @@ def reached_as_listing(url: str, kind: str | None, source: Source | None) -> boo
         return False
 
 
-def cards_link_elsewhere(buttons: list[LexborNode], page_urls: set[str], base: str) -> bool:
-    """Every buy control sits in a card whose image or title links to another page."""
+def cards_link_elsewhere(
+    buttons: list[LexborNode],
+    page_urls: set[str],
+    base: str,
+    every: list[LexborNode] | None = None,
+    title: LexborNode | None = None,
+) -> bool:
+    """Every buy control sits in a card whose image or title links to another page.
+    ``every``: all the page's buy controls, when ``buttons`` are some of them (a level that
+    holds several of them is a grid, not a card). ``title``: the page's title (its
+    ``<h1>``); a level that holds it and the control after it is the product's own block,
+    whatever it links to (its colour swatches, the seller's other ads), not a card."""
     if not buttons:
         return False
-    ids = {b.mem_id for b in buttons}
-    return all(_in_card(button, ids, page_urls, base) for button in buttons)
+    ids = {b.mem_id for b in every or buttons}
+    above_title: set[int] = set()
+    parent = title.parent if title is not None else None
+    while parent is not None:
+        above_title.add(parent.mem_id)
+        parent = parent.parent
+    title_id = title.mem_id if title is not None else None
+    return all(
+        _in_card(button, ids, page_urls, base, (title_id, above_title)) for button in buttons
+    )
 
 
-def _in_card(button: LexborNode, buttons: set[int], page_urls: set[str], base: str) -> bool:
+def _in_card(
+    button: LexborNode,
+    buttons: set[int],
+    page_urls: set[str],
+    base: str,
+    title: tuple[int | None, set[int]],
+) -> bool:
     parent = button.parent
     for _ in range(_CLIMB):
         if parent is None or parent.tag in ("body", "html", "main"):
@@ -61,10 +94,23 @@ def _in_card(button: LexborNode, buttons: set[int], page_urls: set[str], base: s
         if links:
             others = [link for link in links if _elsewhere(link, page_urls, base)]
             if any(_is_card_link(link) for link in others):
+                if parent.mem_id in title[1] and _follows(parent, title[0], button.mem_id):
+                    return False  # the title, then its buy box: the product's own block
                 # a grid holds several buy controls: the card is the level below it
                 inside = sum(1 for node in parent.traverse() if node.mem_id in buttons)
                 return inside <= 1
         parent = parent.parent
+    return False
+
+
+def _follows(block: LexborNode, first: int | None, then: int) -> bool:
+    """In ``block``, the node ``then`` comes after the node ``first`` (a header's mini
+    basket comes before the listing's title)."""
+    for node in block.traverse():
+        if node.mem_id == first:
+            return True
+        if node.mem_id == then:
+            return False
     return False
 
 
@@ -77,9 +123,11 @@ def _elsewhere(link: LexborNode, page_urls: set[str], base: str) -> bool:
 
 
 def _is_card_link(link: LexborNode) -> bool:
-    """A link that wraps the card's image or title, or sits in its title."""
-    if link.css_first("img, picture, h2, h3, h4, h5, h6") is not None:
-        return True
+    """A link that wraps the card's image or title, or sits in its title; not one marked as
+    the brand's or the seller's (``_OWNER_MARKS``)."""
+    image = link.css_first("img, picture, h2, h3, h4, h5, h6")
+    if image is not None:
+        return not (_owner_link(link) or (image.tag == "img" and _owner_link(image)))
     parent = link.parent
     for _ in range(2):
         if parent is None:
@@ -88,4 +136,9 @@ def _is_card_link(link: LexborNode) -> bool:
             return True
         parent = parent.parent
     marks = f"{link.attributes.get('class') or ''} {link.attributes.get('id') or ''}"
-    return _TITLE_MARKS.search(marks) is not None
+    return _TITLE_MARKS.search(marks) is not None and _OWNER_MARKS.search(marks) is None
+
+
+def _owner_link(node: LexborNode) -> bool:
+    marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
+    return _OWNER_MARKS.search(marks) is not None

@@ -32,7 +32,7 @@ _NOT_A_PRICE_WORDS = re.compile(
 def unmarked_amount(title: LexborNode, skip: Callable[[LexborNode], bool]) -> str | None:
     """The shown text of the price near ``title`` ("2320 元", "Rs 23,450"), or None.
     ``skip`` names the elements whose text is no current price (struck, old, unshown)."""
-    for nodes in (_following(title, _NEAR_TITLE), _preceding(title)):
+    for nodes in (following(title, _NEAR_TITLE), _preceding(title)):
         shown = _first_amount(_pieces(nodes, skip))
         if shown is not None:
             return shown
@@ -90,7 +90,7 @@ def _preceding(node: LexborNode) -> Iterator[LexborNode]:
         yield from chunk
 
 
-def _following(node: LexborNode, limit: int) -> Iterator[LexborNode]:
+def following(node: LexborNode, limit: int) -> Iterator[LexborNode]:
     """The nodes after ``node`` (not inside it) in document order, at most ``limit``."""
     count = 0
     current: LexborNode | None = node

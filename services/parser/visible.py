@@ -8,7 +8,8 @@ structured data: a sale price shown beside the structured (regular) price, and a
 buy box where the structured data says InStock.
 
 - **Title**: the one ``<h1>``; with several (recommendation rows use them too), the one that
-  the page's ``<title>``/``og:title`` names (see ``_title``).
+  the page's ``<title>``/``og:title`` names (see ``_title``); when it names none of them
+  (every card titled with an ``<h1>``), the ``<h2>`` it names, the prices read from there.
 - **Price**: the first price-marked element (class/id "price", ``itemprop=price``) after the
   title that is not struck through or marked as the old/regular price and not in a
   recommendation container. A container's own text counts with its struck parts removed
@@ -19,12 +20,17 @@ buy box where the structured data says InStock.
   first amount near it that carries a currency (``unmarked``): it fills a gap but
   never overrides a structured price.
 - **Buy controls**: add-to-cart markup (classes, ids, forms posting to a cart, inputs) or
-  buttons and links whose words say buy (or bid, or contact the seller of a classified ad),
+  buttons and links whose words say buy (or bid, contact the seller of a classified ad, or
+  compare a price-comparison site's offers),
   in the languages of the shops we meet; a cart form and the buttons inside it are one.
+  Those in recommendation rows are left out before the controls are counted: a page's
+  "related" rows can carry dozens of add-to-cart buttons beside its one buy box.
 - **Stock**: the first availability-marked elements' words (sold out / out of stock /
   unavailable, pre-order, backorder, in stock … in those languages; a store-pickup notice
   says nothing about buying online), or buy controls that all say sold out. A disabled
-  button alone proves nothing: shops disable it until a size is chosen.
+  button alone proves nothing: shops disable it until a size is chosen. A sold-out page may
+  drop its buy button altogether: with no control outside recommendation rows, a sold-out
+  notice outside cards stands in for the buy box.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from services.parser.prices import (
     parse_price,
     shared_symbol,
 )
-from services.parser.unmarked import unmarked_amount
+from services.parser.unmarked import following, unmarked_amount
 
 Fields = dict[str, str]
 
@@ -117,16 +123,19 @@ _BUY_WORDS = re.compile(
     r"|contact (?:the )?seller|message (?:the )?seller|verkäufer kontaktieren"
     r"|contactar (?:al |con el )?vendedor|contacter le vendeur|contatta (?:il )?venditore"
     r"|napisz do sprzedającego|написать продавцу"
+    # A price-comparison site's item is bought through its offers.
+    r"|compare (?:all )?prices|where to buy|preise vergleichen|wo kaufen|comparer les prix"
+    r"|porównaj ceny|сравнить (?:все )?цены|где купить|порівняти ціни|де купити"
     r"|^\s*(?:kontaktieren|bieten|enchérir|pujar|licytuj|купить|купити|купи|comprar|kaufen"
     r"|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
     r"|kúpiť|köp|kjøp|osta|buy|cumpăr[aă]|vásárlás|αγορά|mua ngay|beli(?: sekarang)?|satın al"
     r"|(?:comprar|köp|acquista) (?:ahora|agora|nu|ora)|jetzt kaufen|acheter maintenant"
-    r"|購買|購入する|立即購買|立即购买|구매하기|바로구매)\s*$"
-    r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기|장바구니",
+    r"|購買|購入する|立即購買|立即购买|구매하기|바로구매|장바구니)\s*$"
+    r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기",
     re.I,
 )
 _MAX_BUTTONS = 300
-_MAX_CONTROLS = 40  # more add-to-cart controls than this: a grid, not a buy box
+_MAX_CONTROLS = 40  # more add-to-cart controls outside recommendation rows: a grid
 _PRICE_NODES = Query(
     Alternative("h1"),
     Alternative('[class*="price" i]', words=(b"price",)),
@@ -134,6 +143,7 @@ _PRICE_NODES = Query(
     Alternative('[itemprop="price"]', values=((b"itemprop", b"price"),)),
 )
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
+_AFTER_HEADING = 2000  # nodes after a lower-heading title looked at for its first price
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
 _OLD = re.compile(
     r"(?<!b)old|was|regular|compare|strike|crossed|list[-_]?price|rrp|msrp|uvp|original"
@@ -188,12 +198,17 @@ class Visible:
     currency: str | None = None
     old_prices: set[Decimal] = field(default_factory=set)
     shown_prices: set[Decimal] = field(default_factory=set)  # every current price near it
+    title: LexborNode | None = None  # the element the name was read from
     # False when the price is an amount read near the title without price markup: it fills a
     # gap but never overrides a structured price.
     price_marked: bool = True
     symbol: str | None = None  # a symbol several currencies share ("$", "kr"), as shown
     buttons: list[LexborNode] = field(default_factory=list)  # buy controls outside cards
     stock: Availability | None = None
+    stock_node: LexborNode | None = None  # the first element whose words said ``stock``
+    # No buy control at all, yet one product's page: a sold-out notice outside cards, or a
+    # marketplace item's URL (an ended auction, a sold ad): a buy box that is closed.
+    closed_box: bool = False
 
     def fields(self) -> Fields:
         out: Fields = {}
@@ -211,8 +226,14 @@ class Visible:
     def is_product_layout(self) -> bool:
         """A title, a price and a buy box of its own: a product page without markup. A page
         has one buy box ("add to cart" and "buy now"), perhaps a sticky copy of it and one
-        more control after the description; a grid of cards has many."""
-        return bool(self.name and self.price is not None and 1 <= len(self.buttons) <= 6)
+        more control after the description; a grid of cards has many. A sold-out product's
+        buy box may show its notice instead of any control, and an ended auction none at
+        all (``closed_box``)."""
+        return bool(
+            self.name
+            and self.price is not None
+            and (1 <= len(self.buttons) <= 6 or self.closed_box)
+        )
 
 
 def read_visible(
@@ -226,13 +247,19 @@ def read_visible(
     # One walk of the tree for the titles and the price elements: _PRICE_NODES holds every
     # h1, in document order.
     nodes = _PRICE_NODES.select(tree, markup)
-    title = _title([node for node in nodes if node.tag == "h1"], title_hint)
+    h1s = [node for node in nodes if node.tag == "h1"]
+    title = _title(h1s, title_hint)
+    if title is None and len(h1s) > 1:
+        # Cards of other products in <h1>s, none the page's: its title is then a lower
+        # heading that the page's <title> names.
+        title = _title(tree.css("h2"), title_hint, must_name=True)
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
+        out.title = title
     _read_prices(nodes, title, out, memo)
     if out.price is None and title is not None:
         _unmarked_price(title, out)
-    out.stock = _stock(tree, memo, markup)
+    out.stock, out.stock_node = _stock(tree, memo, markup)
     return out
 
 
@@ -246,20 +273,29 @@ def find_buttons(
     """The buy controls a product layout needs: outside recommendation rows, and not all in
     cards that link elsewhere (a listing), unless the page's URL is a marketplace item's
     (``/itm/<id>``, ``/item/…-<id>``): there the bid or contact box sits beside the seller's
-    avatar and the gallery, which look like a card, and no listing has such a URL."""
-    controls = buy_controls(tree, markup)
+    avatar and the gallery, which look like a card, and no listing has such a URL; there an
+    ended auction's or a sold ad's page, which shows no control at all, is still the item's."""
+    memo: dict[int, bool] = {}
+    # A recommendation row's cards carry add-to-cart buttons of their own (dozens on a
+    # furniture shop's page): they are no part of the buy box, and no grid of the page's own.
+    every = buy_controls(tree, markup)
+    controls = [c for c in every if not in_tile_container(c, memo)]
+    item = any(is_item_url(u) for u in (*page_urls, base))
     if (
         controls
         and len(controls) <= _MAX_CONTROLS
-        and (
-            any(is_item_url(u) for u in (*page_urls, base))
-            or not cards_link_elsewhere(controls, page_urls, base)
-        )
+        and (item or not cards_link_elsewhere(controls, page_urls, base, every, shown.title))
     ):
-        memo: dict[int, bool] = {}
         # A cart form, its button and the button's label are one control (counted once;
         # the card check above climbs from each, the innermost first).
-        shown.buttons = _outermost([c for c in controls if not in_tile_container(c, memo)])
+        shown.buttons = _outermost(controls)
+    elif not controls and item:
+        shown.closed_box = True  # the auction has ended, the ad is sold: still the item's page
+    elif not controls and shown.stock == "out_of_stock" and shown.stock_node is not None:
+        # Sold out, the buy button gone: the notice stands in for it, unless it sits in a
+        # card that links elsewhere (a grid of sold-out items).
+        notice = [shown.stock_node]
+        shown.closed_box = not cards_link_elsewhere(notice, page_urls, base, None, shown.title)
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
 
@@ -267,16 +303,18 @@ def find_buttons(
 # --- title ---------------------------------------------------------------------------------
 
 
-def _title(titles: list[LexborNode], hint: str | None) -> LexborNode | None:
+def _title(
+    titles: list[LexborNode], hint: str | None, *, must_name: bool = False
+) -> LexborNode | None:
     """The page's title among its ``h1`` elements (in document order): with several, the one
     the page's ``<title>``/``og:title`` names. Named means held in it; of several held, the
     longest when it holds the others ("Tommy Jeans OFLEKI" and "OFLEKI"); none held, the one
     that starts with the title's first part ("SEOUL 100 ML Details" for "SEOUL 100 ML |
-    ZARA")."""
-    if len(titles) <= 1:
+    ZARA"). ``must_name``: even one candidate must be named."""
+    if len(titles) <= 1 and not (must_name and titles):
         return titles[0] if titles else None
     texts = [" ".join(t.text(deep=True, separator=" ").split()).casefold() for t in titles]
-    if len(set(texts)) == 1:
+    if len(set(texts)) == 1 and not must_name:
         return titles[0]
     if not hint:
         return None
@@ -300,8 +338,12 @@ def _read_prices(
 ) -> None:
     """The prices of ``nodes`` (the page's ``_PRICE_NODES``) from the title on."""
     start = 0
-    if title is not None:
+    if title is not None and title.tag == "h1":
         start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
+    elif title is not None:  # a lower heading: the price elements from the first after it
+        at = {n.mem_id: i for i, n in enumerate(nodes)}
+        later = (at[n.mem_id] for n in following(title, _AFTER_HEADING) if n.mem_id in at)
+        start = next(later, len(nodes))
     after = 0  # price elements read after the main price: the rest of the buy box
     for node in nodes[start : start + _MAX_PRICE_NODES]:
         tag = node.tag  # a property that decodes the name on every read
@@ -493,9 +535,11 @@ def _outermost(nodes: list[LexborNode]) -> list[LexborNode]:
 
 def _stock(
     tree: LexborHTMLParser, memo: dict[int, bool], markup: Markup | None
-) -> Availability | None:
-    """What the first availability elements say; nothing when they disagree (a page carries
-    the messages of every state and shows one of them by script)."""
+) -> tuple[Availability | None, LexborNode | None]:
+    """What the first availability elements say, and the first of them that says it;
+    nothing when they disagree (a page carries the messages of every state and shows one of
+    them by script)."""
+    first: LexborNode | None = None
     said: set[Availability] = set()
     seen: set[int] = set()  # an element that matches two of the selectors comes twice
     for node in _STOCK_NODES.select(tree, markup)[:_MAX_STOCK_NODES]:
@@ -505,7 +549,8 @@ def _stock(
         state = _stock_words(node.text(deep=True, separator=" "))
         if state is not None and not _hidden(node) and not in_tile_container(node, memo):
             said.add(state)
-    return said.pop() if len(said) == 1 else None
+            first = first or node
+    return (said.pop(), first) if len(said) == 1 else (None, None)
 
 
 @lru_cache(maxsize=4096)  # a site says its few stock messages on every page

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
+from services.parser.page import parse_page
 from services.parser.visible import buy_controls
 
 
@@ -22,6 +23,9 @@ from services.parser.visible import buy_controls
         "Make an offer",
         "Chat with seller",  # a classified ad's, by contacting its seller
         "Kontaktieren",
+        "Compare prices",  # a price-comparison site's, through its offers
+        "Сравнить все цены (4)",
+        "장바구니",  # "cart" alone on a button is the buy box's
     ],
 )
 def test_words_that_buy(words: str) -> None:
@@ -29,7 +33,9 @@ def test_words_that_buy(words: str) -> None:
     assert len(buy_controls(tree)) == 1
 
 
-@pytest.mark.parametrize("words", ["Kontaktformular öffnen", "Size guide", "Bid history"])
+@pytest.mark.parametrize(
+    "words", ["Kontaktformular öffnen", "Size guide", "Bid history", "장바구니 0"]
+)
 def test_words_that_do_not(words: str) -> None:
     tree = LexborHTMLParser(f"<main><h1>Item</h1><button type='button'>{words}</button></main>")
     assert buy_controls(tree) == []
@@ -60,3 +66,94 @@ def test_controls_that_call_a_buy_script(control: str) -> None:
 def test_scripts_that_do_not_buy(control: str) -> None:
     tree = LexborHTMLParser(f"<main><h1>Item</h1>{control}</main>")
     assert buy_controls(tree) == []
+
+
+def _cards(count: int) -> str:
+    return "".join(
+        f"<li><a href='/p/chair-{i}'><img src='c{i}.jpg'></a><a href='/p/chair-{i}'>Chair {i}</a>"
+        f"<span class='price'>£{i + 10}</span><button class='add-to-cart'>Add</button></li>"
+        for i in range(count)
+    )
+
+
+def test_a_recommendation_row_of_buy_buttons_leaves_the_buy_box_alone() -> None:
+    """Dozens of add-to-cart buttons in "related" rows: the buy box is still the one."""
+    html = (
+        "<html><body><main><h1>Oak table</h1><span class='price'>£450</span>"
+        "<button class='add-to-cart'>Add to bag</button></main>"
+        f"<section class='related-products'><ul>{_cards(50)}</ul></section></body></html>"
+    )
+    product = parse_page(html.encode(), "https://shop.example.com/p/oak-table").product
+    assert product is not None and product.price == "450.00"
+
+
+def test_a_grid_of_buy_buttons_is_still_a_listing() -> None:
+    html = (
+        f"<html><body><main><h1>Chairs</h1><ul class='grid'>{_cards(50)}</ul></main></body></html>"
+    )
+    assert parse_page(html.encode(), "https://shop.example.com/c/chairs").product is None
+
+
+def test_a_sold_out_notice_stands_in_for_the_buy_button() -> None:
+    html = (
+        "<html><body><main><h1>Brown bear</h1><span class='price'>£25</span>"
+        "<p class='stock-status'>Out of stock online</p></main>"
+        f"<section class='related-products'><ul>{_cards(10)}</ul></section></body></html>"
+    )
+    product = parse_page(html.encode(), "https://shop.example.com/p/brown-bear").product
+    assert product is not None and product.availability == "out_of_stock"
+
+
+def test_a_grid_of_sold_out_cards_is_no_product() -> None:
+    cards = "".join(
+        f"<li><a href='/p/bear-{i}'><img src='b{i}.jpg'></a><span class='price'>£{i + 9}</span>"
+        "<span class='stock'>Sold out</span></li>"
+        for i in range(6)
+    )
+    html = f"<html><body><main><h1>Bears</h1><ul>{cards}</ul></main></body></html>"
+    assert parse_page(html.encode(), "https://shop.example.com/c/bears").product is None
+
+
+def test_an_ended_auction_is_still_the_item_page() -> None:
+    """No bid box once the auction has ended; the marketplace item URL says what it is."""
+    html = (
+        b"<html><body><h1>Vintage camera</h1><span class='price'>EUR 120.00</span>"
+        b"<p>Bidding has ended on this item.</p></body></html>"
+    )
+    product = parse_page(html, "https://market.example.com/itm/114400223311").product
+    assert product is not None and product.sku == "114400223311"
+    assert parse_page(html, "https://market.example.com/cameras/vintage").product is None
+
+
+def test_a_price_comparison_page_with_its_offers() -> None:
+    """The offers list links to each shop by its name: those rows are no cards."""
+    offers = "".join(
+        f"<li><a class='markets__name' href='/goto?offer={i}'>Shop {i}:</a>"
+        f"<span class='offer-price'>{350 + i} р.</span></li>"
+        for i in range(4)
+    )
+    html = (
+        "<html><body><h1>Cookware set TR-1047</h1><div class='info'><div class='head'>"
+        "<div class='prices'><div class='price'>350,00 – 353,00 р.</div>"
+        "<a class='btn' href='/p/tr-1047/offers/'>Compare all prices (4)</a></div></div>"
+        f"<ul class='offers'>{offers}</ul></div></body></html>"
+    )
+    product = parse_page(html.encode(), "https://shop.example.by/pots/TR_1047-1609583.html").product
+    assert product is not None and product.price == "350.00"
+
+
+def test_the_title_is_a_named_h2_when_the_h1s_are_other_products() -> None:
+    """Cards titled with <h1>s, the deal's own title an <h2> that the page's title names;
+    the price read is the one after that heading, not the first card's."""
+    cards = "".join(
+        f"<li><h1>Other deal {i}</h1><span class='price'>{i + 1},000원</span></li>"
+        for i in range(3)
+    )
+    html = (
+        "<html><head><title>Plus-size lingerie set 75~120 - Deals</title></head><body>"
+        f"<ul class='deals'>{cards}</ul><div class='deal'><h2>Plus-size lingerie set 75~120</h2>"
+        "<span class='deal_price'>2,900원</span><button>바로구매</button></div></body></html>"
+    )
+    product = parse_page(html.encode(), "https://deals.example.kr/deal/3454863898").product
+    assert product is not None and product.name == "Plus-size lingerie set 75~120"
+    assert product.price == "2900.00"

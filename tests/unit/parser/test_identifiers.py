@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from services.parser.identifiers import is_item_url, labelled_codes, shows_code
+from services.parser.page import parse_page
 
 
 @pytest.mark.parametrize(
@@ -19,6 +20,17 @@ from services.parser.identifiers import is_item_url, labelled_codes, shows_code
         ("<p>Cod produs: ESP-15</p>", "ESP-15", None, None),
         ("<p>Cikkszám: PLC-80-T</p>", "PLC-80-T", None, None),
         ("<p>商品番号：123456</p>", "123456", None, None),  # a full-width colon
+        # Product-code labels of the Baltic and West Slavic shops.
+        ("<div>Tootekood: 551203</div>", "551203", None, None),
+        ("<div>Kood <b>EE-7781</b></div>", "EE-7781", None, None),
+        ("<div>Produkta kods 318844120</div>", "318844120", None, None),
+        ("<div>Prekės kodas: LT-4410</div>", "LT-4410", None, None),
+        ("<th>Kód produktu:</th><td>QX12B</td>", "QX12B", None, None),
+        ("<div>Nr ref. <span>70031552</span></div>", "70031552", None, None),
+        ("<td>Numer referencyjny:</td><td>70031552</td>", "70031552", None, None),
+        ("<div><b>Referência produto:</b> 4410023</div>", "4410023", None, None),
+        ("<p>Referencia del producto: RX-100</p>", "RX-100", None, None),
+        ("<p>Référence produit : 88-120</p>", "88-120", None, None),
         ("<p>Model: WX-200</p>", None, "WX-200", None),
         ("<p>Mfr. Part #: MP-77</p>", None, "MP-77", None),
         ("<p>Item model number: B0-12</p>", None, "B0-12", None),
@@ -30,6 +42,23 @@ from services.parser.identifiers import is_item_url, labelled_codes, shows_code
 def test_labelled_codes(html: str, sku: str | None, mpn: str | None, gtin: str | None) -> None:
     codes = labelled_codes(f"<body><h1>Title</h1>{html}</body>")
     assert (codes.skus[0] if codes.skus else None, codes.mpn, codes.gtin) == (sku, mpn, gtin)
+
+
+def test_codes_before_the_title_only_when_asked() -> None:
+    html = "<body><div><span>Article no.:</span><span>102.334.55</span></div><h1>Lamp</h1></body>"
+    assert labelled_codes(html).skus == []
+    assert labelled_codes(html, before_title=True).skus == ["102.334.55"]
+
+
+def test_a_code_labelled_before_the_title_is_the_sku_of_a_page_without_one() -> None:
+    """A details panel placed first in the markup: its code beats the URL's number."""
+    html = (
+        "<html><body><div class='details'><span>Article no.:</span><span>102.334.55</span>"
+        "</div><main><h1>Lamp</h1><span class='price'>£25</span>"
+        "<button class='add-to-cart'>Add to bag</button></main></body></html>"
+    )
+    product = parse_page(html.encode(), "https://shop.example.com/p/lamp-10233455/").product
+    assert product is not None and product.sku == "102.334.55"
 
 
 @pytest.mark.parametrize(
