@@ -31,11 +31,10 @@ _NOT_A_PAGE = re.compile(
 )
 _TITLE_TAGS = ("h2", "h3", "h4", "h5", "h6")
 _TITLE_MARKS = re.compile(r"name|title|heading", re.I)
-# A link to the product's brand or seller (its logo, "sold by <seller>", a price-comparison
-# page's offers by shop name): product pages show them in their buy box, and they are no
-# card's image or title.
+# A link to the product's brand or seller (its logo, "sold by <seller>"): product pages show
+# them in their buy box, and they are no card's image or title.
 _OWNER_MARKS = re.compile(
-    r"brand|manufacturer|logo|vendor|seller|merchant|market|marque|hersteller", re.I
+    r"brand|manufacturer|logo|vendor|seller|merchant|marketplace|marque|hersteller", re.I
 )
 
 

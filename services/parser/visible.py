@@ -20,8 +20,7 @@ buy box where the structured data says InStock.
   first amount near it that carries a currency (``unmarked``): it fills a gap but
   never overrides a structured price.
 - **Buy controls**: add-to-cart markup (classes, ids, forms posting to a cart, inputs) or
-  buttons and links whose words say buy (or bid, contact the seller of a classified ad, or
-  compare a price-comparison site's offers),
+  buttons and links whose words say buy (or bid, or contact the seller of a classified ad),
   in the languages of the shops we meet; a cart form and the buttons inside it are one.
   Those in recommendation rows are left out before the controls are counted: a page's
   "related" rows can carry dozens of add-to-cart buttons beside its one buy box.
@@ -123,9 +122,6 @@ _BUY_WORDS = re.compile(
     r"|contact (?:the )?seller|message (?:the )?seller|verkäufer kontaktieren"
     r"|contactar (?:al |con el )?vendedor|contacter le vendeur|contatta (?:il )?venditore"
     r"|napisz do sprzedającego|написать продавцу"
-    # A price-comparison site's item is bought through its offers.
-    r"|compare (?:all )?prices|where to buy|preise vergleichen|wo kaufen|comparer les prix"
-    r"|porównaj ceny|сравнить (?:все )?цены|где купить|порівняти ціни|де купити"
     r"|^\s*(?:kontaktieren|bieten|enchérir|pujar|licytuj|купить|купити|купи|comprar|kaufen"
     r"|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
     r"|kúpiť|köp|kjøp|osta|buy|cumpăr[aă]|vásárlás|αγορά|mua ngay|beli(?: sekarang)?|satın al"

@@ -23,8 +23,6 @@ from services.parser.visible import buy_controls
         "Make an offer",
         "Chat with seller",  # a classified ad's, by contacting its seller
         "Kontaktieren",
-        "Compare prices",  # a price-comparison site's, through its offers
-        "Сравнить все цены (4)",
         "장바구니",  # "cart" alone on a button is the buy box's
     ],
 )
@@ -123,23 +121,6 @@ def test_an_ended_auction_is_still_the_item_page() -> None:
     product = parse_page(html, "https://market.example.com/itm/114400223311").product
     assert product is not None and product.sku == "114400223311"
     assert parse_page(html, "https://market.example.com/cameras/vintage").product is None
-
-
-def test_a_price_comparison_page_with_its_offers() -> None:
-    """The offers list links to each shop by its name: those rows are no cards."""
-    offers = "".join(
-        f"<li><a class='markets__name' href='/goto?offer={i}'>Shop {i}:</a>"
-        f"<span class='offer-price'>{350 + i} р.</span></li>"
-        for i in range(4)
-    )
-    html = (
-        "<html><body><h1>Cookware set TR-1047</h1><div class='info'><div class='head'>"
-        "<div class='prices'><div class='price'>350,00 – 353,00 р.</div>"
-        "<a class='btn' href='/p/tr-1047/offers/'>Compare all prices (4)</a></div></div>"
-        f"<ul class='offers'>{offers}</ul></div></body></html>"
-    )
-    product = parse_page(html.encode(), "https://shop.example.by/pots/TR_1047-1609583.html").product
-    assert product is not None and product.price == "350.00"
 
 
 def test_the_title_is_a_named_h2_when_the_h1s_are_other_products() -> None:
