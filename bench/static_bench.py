@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -80,10 +81,10 @@ http {{
     tcp_nodelay on;
     keepalive_timeout 65s;
     keepalive_requests 100000;
-    # Bounded well below the workers' descriptor limit (ulimit -n, 20,000 on these machines):
-    # each cached file holds a descriptor, and once a worker ran out, try_files took the
-    # failed open for a missing file and answered 404 (895 "gone" pages in a 20k crawl).
-    open_file_cache max=4096 inactive=60s;
+    # Bounded well below the workers' descriptor limit (``_file_cache``): each cached file
+    # holds a descriptor, and once a worker ran out, try_files took the failed open for a
+    # missing file and answered 404 (895 "gone" pages of a 20k crawl at max=100000).
+    open_file_cache max={file_cache} inactive=60s;
     open_file_cache_valid 300s;
     gzip on;
     gzip_comp_level 1;
@@ -133,6 +134,12 @@ def _module_temp_paths(binary: str, run: Path) -> str:
     return "\n".join(lines)
 
 
+def _file_cache() -> int:
+    """Open-file cache entries: a quarter of the descriptors a worker may hold, at most 4,096."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(64, min(4096, soft // 4))
+
+
 class Nginx:
     """Our own nginx process (``daemon off``) serving ``site`` on ``host:port``."""
 
@@ -155,6 +162,7 @@ class Nginx:
                 host=self.host,
                 port=self.port,
                 module_temp_paths=_module_temp_paths(self.binary, self.run),
+                file_cache=_file_cache(),
             )
         )
         self.access_log.touch()
