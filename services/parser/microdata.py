@@ -115,29 +115,25 @@ def _prop_name(raw: str) -> str | None:
 
 
 def in_tile_container(node: LexborNode, memo: dict[int, bool] | None = None) -> bool:
-    """Inside a recommendations/related/carousel container (a few levels up). ``memo`` keeps
-    answers per ancestor for a caller that asks about many nodes of one tree."""
-    climbed: list[int] = []
+    """Inside a recommendations/related/carousel container (``_TILE_CLIMB`` levels up at
+    most). ``memo`` keeps, per element, whether it is such a container itself, for a caller
+    that asks about many nodes of one tree. (Not the answer per ancestor: that depends on how
+    far below it the climb started, so one node's answer would have been another's.)"""
     parent = node.parent
-    found = False
     for _ in range(_TILE_CLIMB):
         if parent is None or not parent.is_element_node:
-            break
-        if memo is not None:
-            known = memo.get(parent.mem_id)
-            if known is not None:
-                found = known
-                break
-            climbed.append(parent.mem_id)
-        attrs = parent.attributes
-        if _tile_marks(f"{attrs.get('class') or ''} {attrs.get('id') or ''}"):
-            found = True
-            break
+            return False
+        mem_id = parent.mem_id
+        tile = memo.get(mem_id) if memo is not None else None
+        if tile is None:
+            attrs = parent.attributes
+            tile = _tile_marks(f"{attrs.get('class') or ''} {attrs.get('id') or ''}")
+            if memo is not None:
+                memo[mem_id] = tile
+        if tile:
+            return True
         parent = parent.parent
-    if memo is not None:
-        for mem_id in climbed:
-            memo[mem_id] = found
-    return found
+    return False
 
 
 @lru_cache(maxsize=4096)  # a site's containers carry a few hundred distinct classes
