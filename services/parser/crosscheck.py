@@ -18,9 +18,7 @@ they disagree in a known way, the page wins:
 - **Identifiers.** The code the page shows beside a label ("Product code", "Art.-Nr.", …) is
   the ``sku``; a different structured ``sku`` (often an internal id) is kept as the
   ``structured_sku`` attribute. A labelled model number or EAN fills ``mpn``/``gtin`` when
-  the structured data has none. With no ``sku`` at all, a code labelled before the title
-  (a details panel placed first in the markup and moved by the stylesheet), else a
-  marketplace URL's item id is used.
+  the structured data has none. With no ``sku`` at all, a marketplace URL's item id is used.
 
 Confidence starts from how the product was found (JSON-LD 0.9 … visible layout 0.5) and drops
 for a missing price, a missing identifier and each conflict. Below ``schemas.messages.CONFIDENT``
@@ -145,10 +143,6 @@ def _identifiers(
     gtin = codes.gtin
     if "gtin" not in fields and gtin and gtin.isdigit() and len(gtin) in _GTIN_DIGITS:
         fields["gtin"] = gtin
-    if "sku" not in fields and "<h1" in html:  # the label scan started at the title
-        first = labelled_codes(html, before_title=True).skus
-        if first:
-            fields["sku"] = first[0]
     if "sku" not in fields:
         for url in urls:
             item = url_item_id(url) if url else None

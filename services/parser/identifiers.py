@@ -96,11 +96,11 @@ class Codes:
     gtin: str | None = None
 
 
-def labelled_codes(html: str, *, before_title: bool = False) -> Codes:
+def labelled_codes(html: str) -> Codes:
     """Scanned from the page's first ``<h1>`` on: the product's own codes follow its title,
     while what precedes it (menus, a header's mini basket, another product's teaser) is not
-    about it. Without a title, or ``before_title``, from ``<body>``."""
-    start = -1 if before_title else html.find("<h1")
+    about it. Without a title, from ``<body>``."""
+    start = html.find("<h1")
     if start < 0:
         start = max(0, html.find("<body"))
     text = html[: start + _SCAN_LIMIT]

@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 
 from services.parser.identifiers import is_item_url, labelled_codes, shows_code
-from services.parser.page import parse_page
 
 
 @pytest.mark.parametrize(
@@ -42,23 +41,6 @@ from services.parser.page import parse_page
 def test_labelled_codes(html: str, sku: str | None, mpn: str | None, gtin: str | None) -> None:
     codes = labelled_codes(f"<body><h1>Title</h1>{html}</body>")
     assert (codes.skus[0] if codes.skus else None, codes.mpn, codes.gtin) == (sku, mpn, gtin)
-
-
-def test_codes_before_the_title_only_when_asked() -> None:
-    html = "<body><div><span>Article no.:</span><span>102.334.55</span></div><h1>Lamp</h1></body>"
-    assert labelled_codes(html).skus == []
-    assert labelled_codes(html, before_title=True).skus == ["102.334.55"]
-
-
-def test_a_code_labelled_before_the_title_is_the_sku_of_a_page_without_one() -> None:
-    """A details panel placed first in the markup: its code beats the URL's number."""
-    html = (
-        "<html><body><div class='details'><span>Article no.:</span><span>102.334.55</span>"
-        "</div><main><h1>Lamp</h1><span class='price'>£25</span>"
-        "<button class='add-to-cart'>Add to bag</button></main></body></html>"
-    )
-    product = parse_page(html.encode(), "https://shop.example.com/p/lamp-10233455/").product
-    assert product is not None and product.sku == "102.334.55"
 
 
 @pytest.mark.parametrize(
