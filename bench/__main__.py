@@ -12,6 +12,7 @@ import sys
 BENCHMARKS: list[tuple[str, list[str]]] = [
     ("bench.parser_bench", []),
     ("bench.parser_instructions", []),
+    ("bench.parser_instructions", ["--dev", "--passes", "2"]),  # the real pages too
     ("bench.pagination_score", []),
     ("bench.product_score", []),
     ("bench.parser_service_bench", []),
