@@ -21,7 +21,6 @@ unseeded runs of one build differed by up to 3 %; seeded, by about 0.2 %. Needs 
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import re
 import shutil
@@ -43,10 +42,10 @@ def _pages(root: Path) -> list[tuple[str, bytes]]:
 
 
 def _dev_pages() -> list[tuple[str, bytes]]:
-    from bench.product_score import DATASET, load
+    from bench.product_score import DATASET, load, page_body
 
     return [
-        (truth["url"], gzip.decompress((DATASET / "pages" / f"{page_id}.html.gz").read_bytes()))
+        (truth["url"], page_body(DATASET, page_id))
         for page_id, truth in sorted(load(DATASET).items())
     ]
 

@@ -131,6 +131,11 @@ def load(dataset: Path = DATASET) -> dict[str, dict]:
     return json.loads((dataset / "ground-truth.json").read_text(encoding="utf-8"))
 
 
+def page_body(dataset: Path, page_id: str) -> bytes:
+    """A page of the dataset as it was fetched (stored gzipped)."""
+    return gzip.decompress((dataset / "pages" / f"{page_id}.html.gz").read_bytes())
+
+
 def site(url: str) -> str:
     host = urlsplit(url).hostname or ""
     return host.removeprefix("www.")
@@ -149,7 +154,7 @@ def score(
         host = site(truth["url"])
         if (only_sites and host not in only_sites) or host in left_out:
             continue
-        body = gzip.decompress((dataset / "pages" / f"{page_id}.html.gz").read_bytes())
+        body = page_body(dataset, page_id)
         if visible_only:
             body = strip_structured(body)
         start = time.process_time()

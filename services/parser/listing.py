@@ -23,6 +23,7 @@ import re
 from selectolax.lexbor import LexborNode
 
 from schemas.source import Source
+from services.parser.markup import class_and_id
 from shared.urls import canonicalize
 
 _CLIMB = 6  # ancestors looked at from a buy control; a card is small
@@ -56,6 +57,7 @@ def cards_link_elsewhere(
     buttons: list[LexborNode],
     page_urls: set[str],
     base: str,
+    *,
     every: list[LexborNode] | None = None,
     title: LexborNode | None = None,
 ) -> bool:
@@ -134,10 +136,9 @@ def _is_card_link(link: LexborNode) -> bool:
         if parent.tag in _TITLE_TAGS:
             return True
         parent = parent.parent
-    marks = f"{link.attributes.get('class') or ''} {link.attributes.get('id') or ''}"
+    marks = class_and_id(link)
     return _TITLE_MARKS.search(marks) is not None and _OWNER_MARKS.search(marks) is None
 
 
 def _owner_link(node: LexborNode) -> bool:
-    marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
-    return _OWNER_MARKS.search(marks) is not None
+    return _OWNER_MARKS.search(class_and_id(node)) is not None

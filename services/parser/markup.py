@@ -149,6 +149,13 @@ def _no_references(lowered: bytes) -> bool:
     return b"&#" not in lowered
 
 
+def class_and_id(node: LexborNode) -> str:
+    """An element's class and id, space-separated: where shops name what it is (``price--old``,
+    ``related-products``, ``brand-logo``). Its attributes are read once."""
+    attrs = node.attributes
+    return f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+
+
 _UNREAD = frozenset([b"?"])  # not a word: the attribute's values are not read yet
 
 

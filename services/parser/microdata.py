@@ -16,7 +16,7 @@ from typing import Any
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from services.parser.jsonld import Forest
-from services.parser.markup import Markup
+from services.parser.markup import Markup, class_and_id
 
 _URL_ATTR = {
     "a": "href",
@@ -126,8 +126,7 @@ def in_tile_container(node: LexborNode, memo: dict[int, bool] | None = None) -> 
         mem_id = parent.mem_id
         tile = memo.get(mem_id) if memo is not None else None
         if tile is None:
-            attrs = parent.attributes
-            tile = _tile_marks(f"{attrs.get('class') or ''} {attrs.get('id') or ''}")
+            tile = _tile_marks(class_and_id(parent))
             if memo is not None:
                 memo[mem_id] = tile
         if tile:

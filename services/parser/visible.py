@@ -45,7 +45,7 @@ from schemas.messages import Availability
 from services.parser.availability import SOLD_OUT_WORDS, shown_state
 from services.parser.identifiers import is_item_url
 from services.parser.listing import cards_link_elsewhere
-from services.parser.markup import Alternative, Markup, Query
+from services.parser.markup import Alternative, Markup, Query, class_and_id
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
     currency_in_text,
@@ -280,7 +280,10 @@ def find_buttons(
     if (
         controls
         and len(controls) <= _MAX_CONTROLS
-        and (item or not cards_link_elsewhere(controls, page_urls, base, every, shown.title))
+        and (
+            item
+            or not cards_link_elsewhere(controls, page_urls, base, every=every, title=shown.title)
+        )
     ):
         # A cart form, its button and the button's label are one control (counted once;
         # the card check above climbs from each, the innermost first).
@@ -291,7 +294,7 @@ def find_buttons(
         # Sold out, the buy button gone: the notice stands in for it, unless it sits in a
         # card that links elsewhere (a grid of sold-out items).
         notice = [shown.stock_node]
-        shown.closed_box = not cards_link_elsewhere(notice, page_urls, base, None, shown.title)
+        shown.closed_box = not cards_link_elsewhere(notice, page_urls, base, title=shown.title)
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
 
@@ -345,7 +348,7 @@ def _read_prices(
         tag = node.tag  # a property that decodes the name on every read
         if tag == "h1" or tag in _UNSHOWN:
             continue
-        marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
+        marks = class_and_id(node)
         marked_old, not_a_price = _price_marks(marks)
         if not_a_price and not marked_old:
             continue
@@ -402,7 +405,7 @@ def _unmarked_price(title: LexborNode, out: Visible) -> None:
 
 def _not_shown_price(node: LexborNode) -> bool:
     """An element whose text is no current price: struck, old, or not shown at all."""
-    marks = f"{node.attributes.get('class') or ''} {node.attributes.get('id') or ''}"
+    marks = class_and_id(node)
     return node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _price_marks(marks)[0]
 
 
@@ -441,7 +444,7 @@ def _own_text(node: LexborNode) -> str:
                 fraction = parent is not None and _is_fraction(parent)
                 _join(pieces, piece, fraction)
             continue
-        marks = f"{sub.attributes.get('class') or ''} {sub.attributes.get('id') or ''}"
+        marks = class_and_id(sub)
         struck = sub.tag in _STRUCK_TAGS or (_price_marks(marks)[0] and "price" in marks.lower())
         if struck or sub.tag in ("script", "style"):
             skipped.add(sub.mem_id)
@@ -545,7 +548,8 @@ def _stock(
         state = _stock_words(node.text(deep=True, separator=" "))
         if state is not None and not _hidden(node) and not in_tile_container(node, memo):
             said.add(state)
-            first = first or node
+            if first is None:
+                first = node
     return (said.pop(), first) if len(said) == 1 else (None, None)
 
 
