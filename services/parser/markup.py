@@ -13,11 +13,19 @@ hyphens (no named reference spells one of those but ``&fjlig;``, hence no ``fj``
 missing from the markup is in no attribute's value (``[class*="sold-out" i]``), and an
 attribute that must equal a value (``[itemprop="price"]``) is known by its spellings: each
 occurrence of the name followed by ``=`` and the value.
+
+A test that misses reads the whole page, so the search is the C library's ``memmem`` where
+there is one (``contains``): 4-5 µs for a miss on a 45 KB page, against 12-24 µs for
+CPython's ``in``, whose skip table skips little in lowered markup (mostly letters). A
+product page tests 5-7 names its page lacks (``itemscope``, ``typeof``, ``sold-out``…).
 """
 
 from __future__ import annotations
 
+import ctypes
+import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -95,7 +103,7 @@ class Markup:
         """Whether ``name`` (lower case) may be a tag's or an attribute's name on the page."""
         found = self._found.get(name)
         if found is None:
-            found = self._found[name] = name in self.lowered
+            found = self._found[name] = contains(self.lowered, name)
         return found
 
     def holds(self, word: bytes) -> bool:
@@ -134,6 +142,29 @@ class Markup:
                 values.add(match.group(1))
             at = lowered.find(name, at + len(name))
         return None  # too many to look at
+
+
+def _memmem() -> Callable[[bytes, bytes], bool]:
+    """``needle in haystack`` by the C library's ``memmem`` (glibc's searches a 2-byte hash
+    table and skips most of a needle's length per step), or by ``in`` where there is none.
+    Called without releasing the GIL (``PyDLL``): a search takes microseconds, less than
+    a release and its reacquiring would let another thread do."""
+    try:
+        search = ctypes.PyDLL(None).memmem
+    except (AttributeError, OSError, TypeError):  # no C library to load, or no memmem in it
+        return lambda haystack, needle: operator.contains(haystack, needle)
+    search.restype = ctypes.c_void_p
+    search.argtypes = (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
+
+    def contains(haystack: bytes, needle: bytes) -> bool:
+        if not needle:
+            return True
+        return search(haystack, len(haystack), needle, len(needle)) is not None
+
+    return contains
+
+
+contains = _memmem()
 
 
 def _no_references(lowered: bytes) -> bool:

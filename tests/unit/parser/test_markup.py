@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from selectolax.lexbor import LexborHTMLParser
 
-from services.parser.markup import Alternative, Markup, Query
+from services.parser.markup import Alternative, Markup, Query, contains
 from services.parser.page import parse_page
 from services.parser.visible import buy_controls
 
@@ -97,6 +97,24 @@ def test_numeric_references_keep_every_value_alternative() -> None:
     html = '<h1>Lamp</h1><p class="&#115;old-out">x</p><i itemprop="&#x70;rice">9</i>'
     assert VALUES.on(Markup(html.encode())) == VALUES.css
     assert _found(html) == ["h1", "p", "i"]
+
+
+@pytest.mark.parametrize(
+    ("haystack", "needle"),
+    [
+        (b"<div itemscope>", b"itemscope"),
+        (b"<div itemscope>", b"itemscopes"),
+        (b"ab\x00cd\x00itemprop", b"\x00itemprop"),  # NULs inside either: not C strings
+        (b"abc\x00", b"\x00x"),
+        (b"short", b"longer than it"),
+        (b"", b"x"),
+        (b"anything", b""),
+        (b"x" * 70_000 + b"typeof", b"typeof"),  # at the very end of a long page
+        (b"typeo" * 20_000, b"typeof"),  # near misses all along
+    ],
+)
+def test_contains_answers_as_in_does(haystack: bytes, needle: bytes) -> None:
+    assert contains(haystack, needle) is (needle in haystack)
 
 
 def test_a_word_a_named_reference_could_spell_is_refused() -> None:
