@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypedDict, TypeVar, Unpack
 
 import msgspec
@@ -32,6 +32,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
+from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from schemas.messages import Message
 from shared import names as n
@@ -172,10 +174,18 @@ class Puller:
 
 @dataclass(frozen=True)
 class Delivery(Generic[T]):
-    """A decoded message and its NATS envelope."""
+    """A decoded message and its NATS envelope. ``span``: its consumer span, when a batch
+    handler gets it (``BatchConsumer``); a lone message's span is the current one."""
 
     body: T
     msg: Msg
+    span: Span | None = None
+
+    def traced(self) -> contextlib.AbstractContextManager[object]:
+        """The message's span made current: what is published within goes on its trace."""
+        if self.span is None or not self.span.get_span_context().is_valid:
+            return contextlib.nullcontext()  # none, or no exporter (nothing to carry)
+        return trace.use_span(self.span, end_on_exit=False)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -507,9 +517,13 @@ class BatchConsumer(Subscriber[T]):
             (d,) = deliveries
             await self._settle(d, functools.partial(self.handler, deliveries))
             return
-        spans = [start_consumer_span(d.msg.subject, d.msg.headers) for d in deliveries]
+        attrs = self.span_attrs
+        spans = [
+            start_consumer_span(d.msg.subject, d.msg.headers, **(attrs(d.body) if attrs else {}))
+            for d in deliveries
+        ]
         try:
-            await self.handler(deliveries)
+            await self.handler([replace(d, span=s) for d, s in zip(deliveries, spans, strict=True)])
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # one by one: only the culprit fails

@@ -106,15 +106,22 @@ def tracing_enabled() -> bool:
     return _provider_set
 
 
-def start_consumer_span(subject: str, headers: dict[str, str] | None) -> Span:
+def start_consumer_span(
+    subject: str, headers: dict[str, str] | None, **attrs: AttributeValue | None
+) -> Span:
     """A consumer span started now and ended by the caller (batch handling)."""
     if not _provider_set:
         return trace.INVALID_SPAN
+    attributes: dict[str, AttributeValue] = {
+        "messaging.system": "nats",
+        "messaging.destination.name": subject,
+    }
+    attributes.update({k: v for k, v in attrs.items() if v is not None})
     return tracer().start_span(
         f"{subject} process",
         context=extract(headers),
         kind=SpanKind.CONSUMER,
-        attributes={"messaging.system": "nats", "messaging.destination.name": subject},
+        attributes=attributes,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Coroutine
 from typing import Any
@@ -28,6 +29,10 @@ from shared.wire import clean, scrubbed
 log = logging.getLogger("trawl.parser")
 
 PARSEABLE = ("ok", "not_modified")
+# Fetch results pulled and handled as one group, at most: with the default 64 in flight two
+# groups overlap (one's payloads are read while the other's pages are parsed). 32 pages of
+# 45 KB parse in ~40 ms; a group of large real pages (~15 ms each) in under a second.
+GROUP = 32
 
 
 class JobSourceCache:
@@ -120,13 +125,32 @@ class Parser:
         self.sources = JobSourceCache(rt)
         self.counts = Counts(rt.metrics)
 
-    async def on_fetched(self, d: Delivery[FetchResult]) -> None:
-        fetched = d.body
-        if fetched.outcome not in PARSEABLE:
-            return  # nothing to parse; the scheduler handles the outcome
-        source = await self.sources.get(fetched.attempt.job_id)
-        result = await self.parse(fetched, source)
-        await self.publish(result)
+    async def on_fetched_group(self, group: list[Delivery[FetchResult]]) -> None:
+        """A pulled group of fetch results: their payloads read at once, the pages parsed back
+        to back, and the results published at once, each on its own message's trace.
+
+        Published together, results reach the scheduler and the refresher in groups too,
+        which apply a group in one transaction: ``static_bench`` at 5k products, 8 rounds one
+        message at a time against 10 by group, alternated (medians): Postgres 0.56 → 0.51 ms a
+        page, NATS 0.48 → 0.43, the refresher 0.17 → 0.15, all services 3.56 → 3.42 and the
+        wall 11.5 → 10.9 s. The parser's own CPU did not move (1.38 → 1.37): pulls were full
+        groups already; per-message tasks only interleaved their round trips.
+        A group that fails is handled again one message at a time (``BatchConsumer``); results
+        published twice are one (their ``msg_id``)."""
+        work = [d for d in group if d.body.outcome in PARSEABLE]  # others: the scheduler's
+        sources = [await self.sources.get(d.body.attempt.job_id) for d in work]
+        bodies = await asyncio.gather(*(self._payload(d.body) for d in work))
+        results = []
+        for d, source, body in zip(work, sources, bodies, strict=True):
+            with d.traced():  # its logs carry the page's trace id
+                results.append(self._result(d.body, source, body))
+        await asyncio.gather(
+            *(self._publish_traced(d, r) for d, r in zip(work, results, strict=True))
+        )
+
+    async def _publish_traced(self, d: Delivery[FetchResult], result: ParseResult) -> None:
+        with d.traced():
+            await self.publish(result)
 
     async def publish(self, result: ParseResult) -> None:
         """Publish the page's result; one that cannot be (a lone surrogate from JSON-LD, over
@@ -160,19 +184,31 @@ class Parser:
         )
         await send(js, names, PARSE_RESULTS, failed, msg_id=msg_id)
 
-    async def parse(self, fetched: FetchResult, source: Source) -> ParseResult:
+    async def _payload(self, fetched: FetchResult) -> bytes | PayloadNotFound | None:
+        """The stored body to parse; None when there is none to read, the error when it is
+        gone (the page's result then says so)."""
+        attempt = fetched.attempt
+        # A 304 is parsed from the payload stored last time, so its links are still followed.
+        not_modified = fetched.outcome == "not_modified"
+        ref = attempt.previous_payload_ref if not_modified else fetched.payload_ref
+        if not ref or attempt.kind == "image":  # an image is stored, never read back here
+            return None
+        try:
+            return await self.store.get(ref)
+        except PayloadNotFound as exc:
+            return exc
+
+    def _result(
+        self, fetched: FetchResult, source: Source, body: bytes | PayloadNotFound | None
+    ) -> ParseResult:
         attempt = fetched.attempt
         base: dict[str, Any] = {"attempt": attempt, "payload_ref": fetched.payload_ref}
         not_modified = fetched.outcome == "not_modified"
-        # A 304 is parsed from the payload stored last time, so its links are still followed.
-        ref = attempt.previous_payload_ref if not_modified else fetched.payload_ref
-        if not ref or attempt.kind == "image":  # an image is stored, never read back here
+        if body is None:
             return ParseResult(**base, not_modified=not_modified)
-        try:
-            body = await self.store.get(ref)
-        except PayloadNotFound as exc:
+        if isinstance(body, PayloadNotFound):
             self.counts.errors.add()
-            return ParseResult(**base, not_modified=not_modified, error=clean(str(exc), 2000))
+            return ParseResult(**base, not_modified=not_modified, error=clean(str(body), 2000))
         content_type = fetched.content_type
         if content_type and fetched.charset:
             content_type = f"{content_type}; charset={fetched.charset}"
@@ -216,10 +252,11 @@ def _span_attrs(fetched: FetchResult) -> dict[str, Any]:
 
 async def start(rt: Runtime) -> list[Coroutine[Any, Any, None]]:
     parser = Parser(rt)
-    consumer = rt.consumer(
+    consumer = rt.batch_consumer(
         FETCH_RESULTS,
-        parser.on_fetched,
+        parser.on_fetched_group,
         concurrency=rt.settings.concurrency,
+        batch=GROUP,
         span_attrs=_span_attrs,
     )
     return [consumer.run()]

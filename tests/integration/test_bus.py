@@ -11,11 +11,11 @@ import msgspec
 import nats.js.errors
 import pytest
 
-from schemas.messages import Attempt, ParseResult, Product, Trigger
+from schemas.messages import Attempt, FetchResult, ParseResult, Product, Trigger
 from services.parser.service import Parser
 from shared import names as n
 from shared.bus import Unpublishable, encode, send
-from shared.channels import PARSE_RESULTS, TRIGGERS
+from shared.channels import FETCH_RESULTS, PARSE_RESULTS, TRIGGERS
 from shared.consumer import BatchConsumer, Consumer, Delivery
 from shared.errors import Poison
 from shared.metrics import Metrics
@@ -287,3 +287,76 @@ async def test_without_an_exporter_a_stored_trace_still_travels_with_what_is_pub
     assert traced.headers and trace_id in traced.headers["traceparent"]
     assert traced.headers[n.MSG_ID] == "traced"
     assert untraced.headers and "traceparent" not in untraced.headers
+
+
+def _product_page(sku: str) -> bytes:
+    return (
+        '<html><head><script type="application/ld+json">{"@type": "Product", "name": "Anvil",'
+        f' "sku": "{sku}", "offers": {{"price": "49.90", "priceCurrency": "EUR"}}}}</script>'
+        f'</head><body><h1>Anvil</h1><a href="/p/{sku}-spare">Spare</a></body></html>'
+    ).encode()
+
+
+async def test_the_parser_handles_a_pulled_group_page_by_page(nc, namespace, caplog):
+    """A group of fetch results: every page is parsed and its own result published, a page
+    whose payload is gone gets a result that says so, an outcome with nothing to parse gets
+    none, and the whole group is acked."""
+    js = nc.jetstream()
+    names = Names(namespace)
+    await provision(js, names)
+    kv = await js.key_value(names.sources_bucket)
+    await kv.put("job.7", msgspec.json.encode({"name": "shop", "seeds": ["http://127.0.0.2/"]}))
+    rt = SimpleNamespace(js=js, names=names, metrics=Metrics.disabled())
+    parser = Parser(cast(Any, rt))
+    store = JetStreamPayloadStore(js, names)
+
+    def attempt(entry_id: int) -> Attempt:
+        return Attempt(
+            entry_id=entry_id, job_id=7, source="shop", url=f"http://127.0.0.2/p/{entry_id}"
+        )
+
+    fetched = [
+        FetchResult(
+            attempt=attempt(i),
+            outcome="ok",
+            status=200,
+            content_type="text/html",
+            payload_ref=(await store.put(_product_page(f"SKU-{i}"))).ref,
+        )
+        for i in range(1, 6)
+    ]
+    fetched.append(FetchResult(attempt=attempt(6), outcome="ok", payload_ref="js:" + "0" * 64))
+    fetched.append(FetchResult(attempt=attempt(7), outcome="gone", status=404))
+    for result in fetched:
+        await send(js, names, FETCH_RESULTS, result)
+    results = await js.pull_subscribe(
+        names.parsed, durable=names.consumer("scheduler", n.PARSED), stream=names.stream(n.PARSED)
+    )
+    stop = asyncio.Event()
+    consumer = BatchConsumer(
+        nc, js, names, FETCH_RESULTS, "parser", parser.on_fetched_group, stop=stop, batch=32
+    )
+    task = asyncio.create_task(consumer.run())
+    try:
+        msgs = await results.fetch(6, timeout=10)
+        while len(msgs) < 6:
+            msgs += await results.fetch(6 - len(msgs), timeout=10)
+    finally:
+        stop.set()
+        await task
+    parsed = {
+        r.attempt.entry_id: r for r in (msgspec.json.decode(m.data, type=ParseResult) for m in msgs)
+    }
+    assert sorted(parsed) == [1, 2, 3, 4, 5, 6]  # "gone" has nothing to parse
+    for i in range(1, 6):
+        product = parsed[i].product
+        assert product is not None and product.sku == f"SKU-{i}" and product.price == "49.90"
+        assert [link.url for link in parsed[i].links] == [f"http://127.0.0.2/p/SKU-{i}-spare"]
+    assert parsed[6].product is None and parsed[6].error and "not found" in parsed[6].error
+    # All in one group: the missing payload did not fail it (no fallback to one by one).
+    assert not [r for r in caplog.records if getattr(r, "action", None) == "batch_fallback"]
+    assert {m.headers[n.MSG_ID] for m in msgs if m.headers} == {
+        f"parsed-{r.attempt.id}" for r in parsed.values()
+    }
+    info = await js.consumer_info(consumer.stream, consumer.durable)
+    assert info.num_ack_pending == 0 and info.num_pending == 0
