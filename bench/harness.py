@@ -159,6 +159,10 @@ class TrawlStack:
                 "TRAWL_API_LISTEN": f"127.0.0.1:{free_port()}",
                 "TRAWL_LOG_LEVEL": "WARNING",
                 "PYTHONPATH": str(ROOT),
+                # The services run this tree, whatever the working directory: ``python -m``
+                # puts the working directory first on sys.path, ahead of PYTHONPATH, so a
+                # bench of another worktree started from here would run this checkout's code.
+                "PYTHONSAFEPATH": "1",
             }
         )
         self.settings = Settings.from_env(self.env)
