@@ -212,15 +212,24 @@ async def test_render_auto_renders_only_the_pages_that_need_it(
     assert set(products) == set(truth)
     assert all(products[k]["price"] == truth[k]["price"] for k in truth)
 
-    def urls(action: str) -> set[str]:
-        found = set()
-        for line in logs.splitlines():
-            if f'"{action}"' in line:
-                found.add(json.loads(line)["url"])
-        return found
+    records = [json.loads(line) for line in logs.splitlines() if line.startswith("{")]
+
+    def urls(action: str, why: str | None = None, before: int | None = None) -> set[str]:
+        return {
+            r["url"]
+            for r in records[:before]
+            if r.get("action") == action and (why is None or r.get("why") == why)
+        }
 
     rendered, fetched = urls("render_done"), urls("fetch_done")
     static_products = {u for u in fetched if "/p/" in u and "/js/" not in u}
     js_pages = {u for u in fetched if "/js/" in u}
-    assert static_products and not static_products & rendered  # JSON-LD: stored as fetched
+    # Static product pages show their JSON-LD: never rendered as shells. Once a shell's render
+    # found content the domain is learnt and its later pages are rendered without the test;
+    # which pages come before that depends on the crawl's order (the decision itself:
+    # tests/unit/fetcher/test_render_decision.py).
+    assert static_products and not static_products & urls("render_done", "shell")
+    assert rendered == urls("render_done", "shell") | urls("render_done", "learnt")
+    first_shell = next(i for i, r in enumerate(records) if r.get("why") == "shell")
+    assert not urls("render_done", "learnt", before=first_shell)  # learnt from a shell only
     assert js_pages and js_pages <= rendered  # shells: rendered

@@ -86,13 +86,17 @@ class Renderer(Fetcher):
             return resp  # a PDF or a feed: stored as it came
         learnt_key = f"{work.attempt.source}:{work.domain}"
         plain_content: bool | None = None
-        if render_policy.auto and not self.learnt.needs_browser(learnt_key):
-            plain_content = shows_content(resp.body)
-            if plain_content:
-                self.plain.add()
-                return resp  # the document shows what the parser needs: stored as fetched
+        why = "policy"  # render: true
+        if render_policy.auto:
+            why = "learnt"  # the domain's pages are known to need a browser
+            if not self.learnt.needs_browser(learnt_key):
+                plain_content = shows_content(resp.body)
+                if plain_content:
+                    self.plain.add()
+                    return resp  # the document shows what the parser needs: stored as fetched
+                why = "shell"  # the document shows neither a product nor a listing
         try:
-            rendered = await self._render(work, resp, proxy, transport, render_policy)
+            rendered = await self._render(work, resp, proxy, transport, render_policy, why)
         except RenderFailed as exc:
             return Response(exc.outcome, resp.url, error=str(exc), elapsed_ms=resp.elapsed_ms)
         if plain_content is False and rendered.body and shows_content(rendered.body):
@@ -106,9 +110,11 @@ class Renderer(Fetcher):
         proxy: Proxy | None,
         transport: Transport,
         policy: RenderPolicy,
+        why: str,
     ) -> Response:
         """The page's requests go through ``transport``, the session that fetched the
-        document: one identity (TLS, HTTP/2, cookies) for the page and everything it loads."""
+        document: one identity (TLS, HTTP/2, cookies) for the page and everything it loads.
+        ``why`` it is rendered goes into the log: ``policy``, ``shell`` or ``learnt``."""
         fetch_policy = work.policy
         allow, resolver = self.guard_for(fetch_policy)
 
@@ -183,6 +189,7 @@ class Renderer(Fetcher):
                 "action": "render_done",
                 "url": document.url,
                 "attempt_id": work.attempt.id,
+                "why": why,
                 "ms": round(page.elapsed_ms, 1),
                 "requests": gate.tally.requests,
                 "bytes": gate.tally.bytes,
