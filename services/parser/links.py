@@ -192,7 +192,7 @@ def extract_links(
     current = canonicalize(page_url) or page_url
     site = site_base(base_url)
     here = _listing_key(current)
-    pager = Pager(tree, current) if rules.pagination is None else None
+    pager = Pager(tree, current, markup) if rules.pagination is None else None
     found: dict[str, LinkKind] = {}
     in_cards = {node.mem_id for node in _css(tree, _card_links(_CARD_ANCESTORS.on(markup)))}
     anchors = _anchors(tree)

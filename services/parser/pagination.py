@@ -52,6 +52,8 @@ from html import unescape
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from services.parser.markup import Alternative, Markup, Query
+
 # --- URL shapes ---------------------------------------------------------------------------
 
 VARIANT, NONE, FAMILY, FIRST, PAGED, CLEAN = -1, 0, 1, 2, 3, 4
@@ -310,8 +312,16 @@ def is_paged_url(url: str) -> bool:
 
 # Containers of pager widgets: found once per page with a wide selector (each alternative is a
 # walk of the tree), then told apart by their class, id or label; then their links collected.
-# A descendant selector (``X a[href]``) per pattern would cost four times more.
-PAGER_BOXES = '[class*="pag" i], [id*="pag" i], [aria-label*="pag" i], [class*="nav-links" i]'
+# A descendant selector (``X a[href]``) per pattern would cost four times more. An alternative
+# whose word the page's markup lacks is left out (``markup.Query``): most pages have no
+# WordPress ``nav-links``, many no ``aria-label``.
+_PAGER_BOXES = Query(
+    Alternative('[class*="pag" i]', words=(b"pag",)),
+    Alternative('[id*="pag" i]', words=(b"pag",)),
+    Alternative('[aria-label*="pag" i]', names=(b"aria-label",), words=(b"pag",)),
+    Alternative('[class*="nav-links" i]', words=(b"nav-links",)),
+)
+PAGER_BOXES = _PAGER_BOXES.css
 _PAGER_BOX = re.compile(
     r"pagin|pager|page-?nav|page_nav|paginav|page-?numbers|page-?links|nav-links"
     r"|(?:^|\s)pages(?:\s|$)",
@@ -408,12 +418,13 @@ class Pager:
 
     __slots__ = ("boxed", "drops", "here")
 
-    def __init__(self, tree: LexborHTMLParser, page_url: str) -> None:
+    def __init__(self, tree: LexborHTMLParser, page_url: str, markup: Markup | None = None) -> None:
+        """``markup``: the page's, when the caller has it (see ``_PAGER_BOXES``)."""
         self.here = shape(page_url)
         self.drops = _drops(self.here.path)
         self.boxed: set[int] = set()
         try:
-            boxes = tree.css(PAGER_BOXES)
+            boxes = _PAGER_BOXES.select(tree, markup)
         except Exception:  # lexbor refuses a selector: no widget cue, the rest still works
             boxes = []
         taken: set[int] = set()

@@ -8,7 +8,9 @@ look like a pager's but are not.
 from __future__ import annotations
 
 import pytest
+from selectolax.lexbor import LexborHTMLParser
 
+from services.parser.markup import Markup
 from services.parser.page import parse_page
 from services.parser.pagination import (
     CLEAN,
@@ -17,6 +19,7 @@ from services.parser.pagination import (
     NONE,
     PAGED,
     VARIANT,
+    Pager,
     declared_next,
     relation,
     shape,
@@ -231,6 +234,26 @@ def test_aria_labelled_pager_with_icon_links() -> None:
         "https://s.example/c/lamps?page=1",
         "https://s.example/c/lamps?page=3",
     }
+
+
+@pytest.mark.parametrize(
+    "widget",
+    [
+        '<div class="NAV-LINKS">{}</div>',  # WordPress's, in capitals
+        '<nav Aria-Label="Pages">{}</nav>',
+        '<nav aria-label="&#80;agination">{}</nav>',  # a reference spells the word
+        '<ul class="pagination">{}</ul>',
+    ],
+)
+def test_pager_widgets_are_found_with_the_markup_as_without(widget: str) -> None:
+    link = '<a href="/c/x?page=3">3</a>'
+    body = f"<html><body>{widget.format(link)}</body></html>".encode()
+    tree = LexborHTMLParser(body)
+    url = "https://s.example/c/x?page=2"
+    boxed = Pager(tree, url, Markup(body)).boxed
+    assert boxed and boxed == Pager(tree, url).boxed
+    absent = f"<html><body><div class=pg>{link}</div></body></html>".encode()
+    assert not Pager(LexborHTMLParser(absent), url, Markup(absent)).boxed
 
 
 def test_pager_links_on_the_www_twin_of_the_page_host() -> None:
