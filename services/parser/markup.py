@@ -152,7 +152,7 @@ def _memmem() -> Callable[[bytes, bytes], bool]:
     try:
         search = ctypes.PyDLL(None).memmem
     except (AttributeError, OSError, TypeError):  # no C library to load, or no memmem in it
-        return lambda haystack, needle: operator.contains(haystack, needle)
+        return operator.contains  # contains(haystack, needle) is needle in haystack
     search.restype = ctypes.c_void_p
     search.argtypes = (ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t)
 

@@ -321,7 +321,6 @@ _PAGER_BOXES = Query(
     Alternative('[aria-label*="pag" i]', names=(b"aria-label",), words=(b"pag",)),
     Alternative('[class*="nav-links" i]', words=(b"nav-links",)),
 )
-PAGER_BOXES = _PAGER_BOXES.css
 _PAGER_BOX = re.compile(
     r"pagin|pager|page-?nav|page_nav|paginav|page-?numbers|page-?links|nav-links"
     r"|(?:^|\s)pages(?:\s|$)",

@@ -130,13 +130,9 @@ class Parser:
         to back, and the results published at once, each on its own message's trace.
 
         Published together, results reach the scheduler and the refresher in groups too,
-        which apply a group in one transaction: ``static_bench`` at 5k products, 8 rounds one
-        message at a time against 10 by group, alternated (medians): Postgres 0.56 → 0.51 ms a
-        page, NATS 0.48 → 0.43, the refresher 0.17 → 0.15, all services 3.56 → 3.42 and the
-        wall 11.5 → 10.9 s. The parser's own CPU did not move (1.38 → 1.37): pulls were full
-        groups already; per-message tasks only interleaved their round trips.
-        A group that fails is handled again one message at a time (``BatchConsumer``); results
-        published twice are one (their ``msg_id``)."""
+        which apply a group in one transaction (the measurements: docs/architecture.md, "The
+        service around the parse"). A group that fails is handled again one message at a time
+        (``BatchConsumer``); results published twice are one (their ``msg_id``)."""
         work = [d for d in group if d.body.outcome in PARSEABLE]  # others: the scheduler's
         sources = [await self.sources.get(d.body.attempt.job_id) for d in work]
         bodies = await asyncio.gather(*(self._payload(d.body) for d in work))
