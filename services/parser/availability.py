@@ -50,9 +50,11 @@ _RANK: dict[Availability, int] = {
 _NOISE = re.compile(r"[^a-z]")
 # The words shops show for a sold-out or an in-stock item, in the languages of the shops we
 # meet; sold-out words are tried first ("not in stock", "no disponible" hold in-stock words).
+# English ones may be hyphenated, as badges write them ("Out-of-Stock", "Sold-out").
 SOLD_OUT_WORDS = re.compile(
-    r"out of stock|sold out|currently unavailable|unavailable online|not available|no longer"
-    r" available|temporarily unavailable|not in stock|ausverkauft|nicht (?:mehr )?(?:verfügbar"
+    r"out[- ]of[- ]stock|sold[- ]out|currently unavailable|unavailable online|not available"
+    r"|no longer available|temporarily unavailable|not[- ]in[- ]stock|ausverkauft"
+    r"|nicht (?:mehr )?(?:verfügbar"
     r"|lieferbar|auf lager|vorrätig)|derzeit nicht|rupture de stock|épuisé|indisponible"
     r"|agotado|sin stock|no disponible|sin existencias|esaurito|non disponibile|esgotado"
     r"|indisponível|sem estoque|uitverkocht|niet (?:op voorraad|leverbaar|beschikbaar)"
@@ -69,7 +71,7 @@ SOLD_OUT_WORDS = re.compile(
     re.I,
 )
 IN_STOCK_WORDS = re.compile(
-    r"\bin stock\b|available now|available to (?:ship|order|buy)|available online"
+    r"\bin[- ]stock\b|available now|available to (?:ship|order|buy)|available online"
     r"|ships (?:in|within|today)|auf lager|sofort lieferbar|lieferbar|en stock|disponible"
     r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem|dostępny"
     r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음|în stoc|pe stoc|raktáron|készleten"

@@ -49,6 +49,9 @@ def test_structured_values(value: str, state: str) -> None:
         ("ไม่มีสินค้า", "out_of_stock"),
         ("Εκτός αποθέματος", "out_of_stock"),
         ("Back-order: ships in 3 weeks", "backorder"),
+        ("Out-of-Stock", "out_of_stock"),  # a badge's hyphens
+        ("Sold-out", "out_of_stock"),
+        ("In-stock", "in_stock"),
         ("Free delivery", None),
     ],
 )
