@@ -88,15 +88,21 @@ def _in_card(
     title: tuple[int | None, set[int]],
 ) -> bool:
     parent = button.parent
+    before_title = False  # the control comes before the title (a header's mini basket)
     for _ in range(_CLIMB):
         if parent is None or parent.tag in ("body", "html", "main"):
             return False
+        if parent.mem_id in title[1] and not before_title:
+            # The lowest block that holds the title: the title, then the control, is the
+            # product's own block, and so is every block above it. Asked before the block's
+            # links are read: a card below it would have been found on the way up.
+            if _follows(parent, title[0], button.mem_id):
+                return False
+            before_title = True
         links = parent.css("a[href]")
         if links:
             others = [link for link in links if _elsewhere(link, page_urls, base)]
             if any(_is_card_link(link) for link in others):
-                if parent.mem_id in title[1] and _follows(parent, title[0], button.mem_id):
-                    return False  # the title, then its buy box: the product's own block
                 # a grid holds several buy controls: the card is the level below it
                 inside = sum(1 for node in parent.traverse() if node.mem_id in buttons)
                 return inside <= 1
