@@ -192,7 +192,13 @@ def _product(
     heading = meta.first("og:title") if meta is not None else None
     heading = heading or _page_title(tree)
     shown = (
-        _guard("visible", url, lambda: read_visible(tree, title_hint=heading, markup=markup))
+        _guard(
+            "visible",
+            url,
+            lambda: read_visible(
+                tree, title_hint=heading, markup=markup, page_urls=page_urls, base=base
+            ),
+        )
         or Visible()
     )
     titles = tuple(t for t in (shown.name, heading) if t)

@@ -141,9 +141,11 @@ _PRICE_NODES = Query(
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
 _AFTER_HEADING = 2000  # nodes after a lower-heading title looked at for its first price
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
+# Not after "with-"/"has-": the element has an old price beside it (Shopware's current price is
+# ``product-detail-price with-list-price``), it is not that price.
 _OLD = re.compile(
-    r"(?<!b)old|was|regular|compare|strike|crossed|list[-_]?price|rrp|msrp|uvp|original"
-    r"|before|initial",
+    r"(?<!with[-_])(?<!has[-_])(?:(?<!b)old|was|regular|compare|strike|crossed|list[-_]?price"
+    r"|rrp|msrp|uvp|original|before|initial)",
     re.I,
 )
 _NOT_A_PRICE = re.compile(
@@ -164,6 +166,12 @@ _TITLE_PARTS = re.compile(r"\s+[|–—:-]\s+|\s*\|\s*")  # "Name | Shop", "Name
 _UNSHOWN = ("meta", "link", "input", "script", "style", "option", "select", "noscript", "template")
 _PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*%")
 _STRUCK_TAGS = ("del", "s", "strike")
+_LINE_THROUGH = re.compile(r"line-through", re.I)
+# Text for screen readers only: the usual utility classes (Bootstrap, WordPress, Tailwind,
+# Amazon's a-offscreen). The shopper reads the price beside it.
+_SCREEN_READER = re.compile(
+    r"screen-?reader|(?:^|[\s_-])(?:sr-only|visually-?hidden|offscreen)(?:$|[\s_-])", re.I
+)
 _DECIMALS = re.compile(r"[.,]\d{1,2}$")
 _FRACTION = re.compile(r"fraction|decimal|cent", re.I)
 _STOCK_NODES = Query(  # each alternative is a walk of the tree: few and broad
@@ -233,11 +241,18 @@ class Visible:
 
 
 def read_visible(
-    tree: LexborHTMLParser, *, title_hint: str | None, markup: Markup | None = None
+    tree: LexborHTMLParser,
+    *,
+    title_hint: str | None,
+    markup: Markup | None = None,
+    page_urls: set[str] | None = None,
+    base: str | None = None,
 ) -> Visible:
     """Title, buy-box prices and stock words; the buy controls are looked for on demand
     (``find_buttons``): they cost several walks of the tree. ``markup``: the page's, when
-    the caller has it (its queries then leave out what cannot match)."""
+    the caller has it (its queries then leave out what cannot match). ``page_urls`` (this
+    page's URLs) and ``base``: with them, a price in a card that links to another page is
+    not the page's (a related product's card outside any container named so)."""
     out = Visible()
     memo: dict[int, bool] = {}
     # One walk of the tree for the titles and the price elements: _PRICE_NODES holds every
@@ -252,7 +267,8 @@ def read_visible(
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
         out.title = title
-    _read_prices(nodes, title, out, memo)
+    cards = (page_urls, base) if page_urls is not None and base is not None else None
+    _read_prices(nodes, title, out, memo, cards)
     if out.price is None and title is not None:
         _unmarked_price(title, out)
     out.stock, out.stock_node = _stock(tree, memo, markup)
@@ -333,9 +349,16 @@ def _title(
 
 
 def _read_prices(
-    nodes: list[LexborNode], title: LexborNode | None, out: Visible, memo: dict[int, bool]
+    nodes: list[LexborNode],
+    title: LexborNode | None,
+    out: Visible,
+    memo: dict[int, bool],
+    cards: tuple[set[str], str] | None = None,
 ) -> None:
-    """The prices of ``nodes`` (the page's ``_PRICE_NODES``) from the title on."""
+    """The prices of ``nodes`` (the page's ``_PRICE_NODES``) from the title on. ``cards``:
+    the page's URLs and base, to leave out the prices of cards that link elsewhere until
+    the main price is found (OpenCart's "Related Products" are a row of cards under a
+    heading, in no container that says so)."""
     start = 0
     if title is not None and title.tag == "h1":
         start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
@@ -355,6 +378,12 @@ def _read_prices(
         if in_tile_container(node, memo):
             if out.price is not None:
                 break  # the buy box is behind: recommendations follow
+            continue
+        if (
+            out.price is None
+            and cards is not None
+            and cards_link_elsewhere([node], cards[0], cards[1], title=title)
+        ):
             continue
         if marked_old or _struck(node):
             old = parse_price(_content(node) or node.text(deep=True, separator=" "))
@@ -405,8 +434,14 @@ def _unmarked_price(title: LexborNode, out: Visible) -> None:
 
 def _not_shown_price(node: LexborNode) -> bool:
     """An element whose text is no current price: struck, old, or not shown at all."""
-    marks = class_and_id(node)
-    return node.tag in _STRUCK_TAGS or node.tag in _UNSHOWN or _price_marks(marks)[0]
+    attrs = node.attributes
+    marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+    return (
+        node.tag in _STRUCK_TAGS
+        or node.tag in _UNSHOWN
+        or _price_marks(marks)[0]
+        or _unseen_part(marks, attrs.get("style"))
+    )
 
 
 def _content(node: LexborNode) -> str | None:
@@ -444,11 +479,23 @@ def _own_text(node: LexborNode) -> str:
                 fraction = parent is not None and _is_fraction(parent)
                 _join(pieces, piece, fraction)
             continue
-        marks = class_and_id(sub)
-        struck = sub.tag in _STRUCK_TAGS or (_price_marks(marks)[0] and "price" in marks.lower())
-        if struck or sub.tag in ("script", "style"):
+        tag = sub.tag
+        attrs = sub.attributes
+        marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+        struck = tag in _STRUCK_TAGS or (_price_marks(marks)[0] and "price" in marks.lower())
+        if struck or tag in ("script", "style") or _unseen_part(marks, attrs.get("style")):
             skipped.add(sub.mem_id)
     return " ".join(pieces)
+
+
+@lru_cache(maxsize=4096)
+def _unseen_part(marks: str, style: str | None) -> bool:
+    """A part of a price element the shopper does not read as its price: struck by its inline
+    style (``text-decoration: line-through``, as a ``<del>`` would be), or text for screen
+    readers only (WooCommerce's "Original price was: $45.00." beside the struck price)."""
+    if style and _LINE_THROUGH.search(style):
+        return True
+    return bool(marks.strip()) and _SCREEN_READER.search(marks) is not None
 
 
 def _join(pieces: list[str], piece: str, fraction: bool) -> None:
@@ -474,11 +521,16 @@ def _is_fraction(node: LexborNode) -> bool:
 
 
 def _struck(node: LexborNode) -> bool:
+    """Struck through by its tag (``<del>``, ``<s>``) or inline style, or inside such an
+    element (three levels up)."""
     parent: LexborNode | None = node
     for _ in range(3):
         if parent is None:
             return False
         if parent.tag in _STRUCK_TAGS:
+            return True
+        style = parent.attributes.get("style")
+        if style and _LINE_THROUGH.search(style):
             return True
         parent = parent.parent
     return False
