@@ -38,7 +38,7 @@ from services.parser.pickers import read_pickers
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, node_urls, select_main
 from services.parser.variants import expand as expand_variants
-from services.parser.visible import Visible, find_buttons, read_visible
+from services.parser.visible import Visible, find_buttons, read_stock_label, read_visible
 from shared.metrics import Counter
 from shared.urls import canonicalize
 
@@ -233,8 +233,17 @@ def _product(
     # Buy controls cost walks of the tree: looked for only when a layout could be a product's.
     if decided is None and not veto and not listing and shown.name and shown.price is not None:
         _guard("buttons", url, lambda: find_buttons(tree, shown, page_urls, base, markup))
+    by_layout = decided is None and not veto and not listing and shown.is_product_layout
+    if (
+        (decided is not None or by_layout)
+        and shown.stock is None
+        and not any("availability" in level for _, level in levels)
+    ):
+        # A product without a state, structured or marked: a labelled one ("Availability:
+        # Out Of Stock"), read only here, where it is a product's (a scan of the markup)
+        _guard("stock label", url, lambda: read_stock_label(shown, markup))
     levels.append(("visible", shown.fields()))
-    if decided is None and not veto and not listing and shown.is_product_layout:
+    if by_layout:
         decided = len(levels) - 1
     custom = _css_fields(tree, source) if source is not None and source.fields else {}
     if decided is None:
