@@ -19,6 +19,8 @@ they disagree in a known way, the page wins:
   the ``sku``; a different structured ``sku`` (often an internal id) is kept as the
   ``structured_sku`` attribute. A labelled model number or EAN fills ``mpn``/``gtin`` when
   the structured data has none. With no ``sku`` at all, a marketplace URL's item id is used.
+  A labelled code shown only in cards of other products (a related row's "Art.-Nr.
+  770-120") is theirs, not the page's (``in_cards``).
 
 Confidence starts from how the product was found (JSON-LD 0.9 … visible layout 0.5) and drops
 for a missing price, a missing identifier and each conflict. Below ``schemas.messages.CONFIDENT``
@@ -27,6 +29,7 @@ the parse of the page says too little to count a miss or an out-of-stock against
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from services.parser.availability import normalize_availability
@@ -57,15 +60,23 @@ class Checked:
 
 
 def crosscheck(
-    fields: Fields, found_by: str, shown: Visible, *, html: str, urls: tuple[str | None, ...]
+    fields: Fields,
+    found_by: str,
+    shown: Visible,
+    *,
+    html: str,
+    urls: tuple[str | None, ...],
+    in_cards: Callable[[str], bool] | None = None,
 ) -> Checked:
-    """Apply the page-wins rules to ``fields`` (in place) and rate the result."""
+    """Apply the page-wins rules to ``fields`` (in place) and rate the result. ``in_cards``:
+    whether a text is shown only in cards of other products (asked of a labelled code before
+    it is taken)."""
     conflicts: list[str] = []
     attributes: dict[str, str] = {}
     if found_by in _STRUCTURED:
         _price(fields, shown, conflicts)
         _stock(fields, shown, conflicts)
-    _identifiers(fields, html, urls, attributes)
+    _identifiers(fields, html, urls, attributes, in_cards or _nowhere)
     _currency(fields, shown, urls)
     confidence = _BASE.get(found_by, 0.5)
     if "price" not in fields:
@@ -123,25 +134,45 @@ def _stock(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
         conflicts.append(f"availability: page in_stock, structured data {structured}")
 
 
+def _nowhere(text: str) -> bool:
+    return False
+
+
 def _identifiers(
-    fields: Fields, html: str, urls: tuple[str | None, ...], attributes: dict[str, str]
+    fields: Fields,
+    html: str,
+    urls: tuple[str | None, ...],
+    attributes: dict[str, str],
+    in_cards: Callable[[str], bool],
 ) -> None:
     structured_sku = fields.get("sku")
     if structured_sku and shows_code(html, structured_sku):
         return  # the page shows the structured sku itself: it is the one buyers see
     codes = labelled_codes(html)
     # The structured sku shown beside a label anywhere (a set's own number among its parts'
-    # numbers) stays; otherwise the first labelled code is the one the shop shows.
-    if codes.skus and structured_sku not in codes.skus:
+    # numbers) stays; otherwise the first labelled code the page's own block shows is the
+    # one the shop shows (those of a related row's cards are theirs).
+    shown = (
+        next((code for code in codes.skus if not in_cards(code)), None)
+        if codes.skus and structured_sku not in codes.skus
+        else None
+    )
+    if shown is not None:
         if structured_sku:
             attributes["structured_sku"] = structured_sku
             if fields.get("mpn") == structured_sku:
                 del fields["mpn"]  # the same internal id twice, not a manufacturer's number
-        fields["sku"] = codes.skus[0]
-    if "mpn" not in fields and codes.mpn:
+        fields["sku"] = shown
+    if "mpn" not in fields and codes.mpn and not in_cards(codes.mpn):
         fields["mpn"] = codes.mpn
     gtin = codes.gtin
-    if "gtin" not in fields and gtin and gtin.isdigit() and len(gtin) in _GTIN_DIGITS:
+    if (
+        "gtin" not in fields
+        and gtin
+        and gtin.isdigit()
+        and len(gtin) in _GTIN_DIGITS
+        and not in_cards(gtin)
+    ):
         fields["gtin"] = gtin
     if "sku" not in fields:
         for url in urls:

@@ -27,6 +27,7 @@ from services.parser.markup import class_and_id
 from shared.urls import canonicalize
 
 _CLIMB = 6  # ancestors looked at from a buy control; a card is small
+_ROW_CLIMB = 3  # levels above a card looked at for its siblings
 _NOT_A_PAGE = re.compile(
     r"^(?:#|javascript:|mailto:|tel:)|\.(?:jpe?g|png|gif|webp|avif|svg)(?:[?#]|$)", re.I
 )
@@ -60,12 +61,15 @@ def cards_link_elsewhere(
     *,
     every: list[LexborNode] | None = None,
     title: LexborNode | None = None,
+    row: bool = False,
 ) -> bool:
     """Every buy control sits in a card whose image or title links to another page.
     ``every``: all the page's buy controls, when ``buttons`` are some of them (a level that
     holds several of them is a grid, not a card). ``title``: the page's title (its
     ``<h1>``); a level that holds it and the control after it is the product's own block,
-    whatever it links to (its colour swatches, the seller's other ads), not a card."""
+    whatever it links to (its colour swatches, the seller's other ads), not a card.
+    ``row``: the card must also be one of a row (``_in_row``), for a caller whose node may
+    sit in a block of the product's own that links elsewhere."""
     if not buttons:
         return False
     ids = {b.mem_id for b in every or buttons}
@@ -76,7 +80,7 @@ def cards_link_elsewhere(
         parent = parent.parent
     title_id = title.mem_id if title is not None else None
     return all(
-        _in_card(button, ids, page_urls, base, (title_id, above_title)) for button in buttons
+        _in_card(button, ids, page_urls, base, (title_id, above_title), row) for button in buttons
     )
 
 
@@ -86,6 +90,7 @@ def _in_card(
     page_urls: set[str],
     base: str,
     title: tuple[int | None, set[int]],
+    row: bool = False,
 ) -> bool:
     parent = button.parent
     before_title = False  # the control comes before the title (a header's mini basket)
@@ -105,7 +110,7 @@ def _in_card(
             if any(_is_card_link(link) for link in others):
                 # a grid holds several buy controls: the card is the level below it
                 inside = sum(1 for node in parent.traverse() if node.mem_id in buttons)
-                return inside <= 1
+                return inside <= 1 and (not row or _in_row(parent, page_urls, base, title[1]))
         parent = parent.parent
     return False
 
@@ -121,12 +126,48 @@ def _follows(block: LexborNode, first: int | None, then: int) -> bool:
     return False
 
 
+def _in_row(card: LexborNode, page_urls: set[str], base: str, above_title: set[int]) -> bool:
+    """The card is one of a row: a level above it (``_ROW_CLIMB`` at most) has two children
+    or more shaped like the card's own branch (same tag and class) whose card links lead to
+    distinct other pages; the child that holds the page's title is not counted. OpenCart's
+    related row sits beside the product's own block, under one that holds both; a product's
+    facts block beside one link to another page (a gallery, its brand's range), or beside
+    other kinds of blocks with cards, is no row."""
+    branch, level = card, card.parent
+    for _ in range(_ROW_CLIMB):
+        if level is None or level.tag in ("body", "html"):
+            return False
+        shape = (branch.tag, branch.attributes.get("class"))
+        level_id = level.mem_id
+        seen: dict[int, str] = {}  # a child of the level -> the other page its cards lead to
+        for link in level.css("a[href]"):
+            child = link
+            while child.parent is not None and child.parent.mem_id != level_id:
+                child = child.parent
+            if child.mem_id in seen or child.mem_id in above_title:
+                continue
+            if (child.tag, child.attributes.get("class")) != shape:
+                continue
+            url = _other_url(link, page_urls, base)
+            if url is not None and _is_card_link(link):
+                seen[child.mem_id] = url
+                if len(set(seen.values())) > 1:
+                    return True
+        branch, level = level, level.parent
+    return False
+
+
 def _elsewhere(link: LexborNode, page_urls: set[str], base: str) -> bool:
+    return _other_url(link, page_urls, base) is not None
+
+
+def _other_url(link: LexborNode, page_urls: set[str], base: str) -> str | None:
+    """The page ``link`` leads to, when it is another page than this one."""
     href = (link.attributes.get("href") or "").strip()
     if not href or _NOT_A_PAGE.search(href):
-        return False
+        return None
     url = canonicalize(href, base)
-    return url is not None and url not in page_urls
+    return url if url is not None and url not in page_urls else None
 
 
 def _is_card_link(link: LexborNode) -> bool:

@@ -38,7 +38,13 @@ from services.parser.pickers import read_pickers
 from services.parser.prices import format_price, normalize_currency, price_and_currency
 from services.parser.product import merge, node_fields, node_urls, select_main
 from services.parser.variants import expand as expand_variants
-from services.parser.visible import Visible, find_buttons, read_stock_label, read_visible
+from services.parser.visible import (
+    Visible,
+    find_buttons,
+    read_stock_label,
+    read_visible,
+    shown_only_in_cards,
+)
 from shared.metrics import Counter
 from shared.urls import canonicalize
 
@@ -253,7 +259,14 @@ def _product(
         decided = len(levels) - 1
     fields = merge([level for _, level in levels], decided=decided)
     found_by = levels[decided][0]
-    checked = crosscheck(fields, found_by, shown, html=text, urls=(canonical, url))
+    checked = crosscheck(
+        fields,
+        found_by,
+        shown,
+        html=text,
+        urls=(canonical, url),
+        in_cards=lambda code: shown_only_in_cards(tree, code, page_urls, base, shown.title),
+    )
     fields.update(custom)
     og_url = meta.first("og:url") if meta is not None else None
     product = _to_product(

@@ -200,6 +200,8 @@ _STOCK_LABELLED = re.compile(
     + rb")\s*:\s*(?:<[^<>]{0,300}>\s*){0,4}([^<]{2,80})<"
 )
 _MAX_STOCK_LABELS = 4
+_MAX_CODE_PLACES = 20  # elements looked at for a labelled code's owner
+_UNSHOWN_TEXT = ("script", "style", "noscript", "template", "title", "textarea")
 _IN_STORE = re.compile(
     r"pick ?up|in stores?\b|nearby stores?|at (?:your|the) store|click (?:&|and) collect|abholung"
     r"|im markt|in der filiale|en magasin|retrait|en tienda|recogida|na loja|retirada|in negozio"
@@ -397,7 +399,7 @@ def _read_prices(
         if (
             out.price is None
             and cards is not None
-            and cards_link_elsewhere([node], cards[0], cards[1], title=title)
+            and cards_link_elsewhere([node], cards[0], cards[1], title=title, row=True)
         ):
             continue
         if marked_old or _struck(node):
@@ -633,6 +635,34 @@ def read_stock_label(shown: Visible, markup: Markup) -> None:
     a scan of the markup, so the caller asks only for a product that has no state."""
     if shown.stock is None:
         shown.stock = _labelled_stock(markup)
+
+
+def shown_only_in_cards(
+    tree: LexborHTMLParser,
+    text: str,
+    page_urls: set[str],
+    base: str,
+    title: LexborNode | None,
+) -> bool:
+    """Every element whose own text holds ``text`` sits in a recommendation container or in
+    a card of a row of cards that link to other pages: it is another product's ("Art.-Nr.
+    770-120" in a related row), not this page's. False when no shown element holds it
+    (script data, an attribute): nothing says whose it is. A row, not a lone card: a shop's
+    facts block can sit beside one link with an image to another page (otto.de's article
+    number does)."""
+    if '"' in text or "\\" in text:
+        return False  # no code the label scan reads has them; the selector could not say it
+    try:
+        nodes = tree.css(f':lexbor-contains("{text}")')
+    except Exception:  # a selector lexbor refuses: nothing is known
+        return False
+    shown = [node for node in nodes[:_MAX_CODE_PLACES] if node.tag not in _UNSHOWN_TEXT]
+    memo: dict[int, bool] = {}
+    return bool(shown) and all(
+        in_tile_container(node, memo)
+        or cards_link_elsewhere([node], page_urls, base, title=title, row=True)
+        for node in shown
+    )
 
 
 def _labelled_stock(markup: Markup) -> Availability | None:
