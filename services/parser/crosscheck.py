@@ -19,8 +19,8 @@ they disagree in a known way, the page wins:
   the ``sku``; a different structured ``sku`` (often an internal id) is kept as the
   ``structured_sku`` attribute. A labelled model number or EAN fills ``mpn``/``gtin`` when
   the structured data has none. With no ``sku`` at all, a marketplace URL's item id is used.
-  A labelled code shown only in cards of other products (a related row's "Art.-Nr.
-  770-120") is theirs, not the page's (``in_cards``).
+  Of several labelled codes, one shown only in cards of other products (a related row's
+  "Art.-Nr. 770-120") is theirs, not the page's (``in_cards``).
 
 Confidence starts from how the product was found (JSON-LD 0.9 … visible layout 0.5) and drops
 for a missing price, a missing identifier and each conflict. Below ``schemas.messages.CONFIDENT``
@@ -150,29 +150,24 @@ def _identifiers(
         return  # the page shows the structured sku itself: it is the one buyers see
     codes = labelled_codes(html)
     # The structured sku shown beside a label anywhere (a set's own number among its parts'
-    # numbers) stays; otherwise the first labelled code the page's own block shows is the
-    # one the shop shows (those of a related row's cards are theirs).
-    shown = (
-        next((code for code in codes.skus if not in_cards(code)), None)
-        if codes.skus and structured_sku not in codes.skus
-        else None
-    )
+    # numbers) stays; otherwise the first labelled code is the one the shop shows. With
+    # several, the page shows other products' codes too (a related row's cards, each
+    # labelled): the first one outside their cards (one walk of the tree each).
+    skus = codes.skus if structured_sku not in codes.skus else []
+    if len(skus) > 1:
+        shown = next((code for code in skus if not in_cards(code)), None)
+    else:
+        shown = skus[0] if skus else None
     if shown is not None:
         if structured_sku:
             attributes["structured_sku"] = structured_sku
             if fields.get("mpn") == structured_sku:
                 del fields["mpn"]  # the same internal id twice, not a manufacturer's number
         fields["sku"] = shown
-    if "mpn" not in fields and codes.mpn and not in_cards(codes.mpn):
+    if "mpn" not in fields and codes.mpn:
         fields["mpn"] = codes.mpn
     gtin = codes.gtin
-    if (
-        "gtin" not in fields
-        and gtin
-        and gtin.isdigit()
-        and len(gtin) in _GTIN_DIGITS
-        and not in_cards(gtin)
-    ):
+    if "gtin" not in fields and gtin and gtin.isdigit() and len(gtin) in _GTIN_DIGITS:
         fields["gtin"] = gtin
     if "sku" not in fields:
         for url in urls:

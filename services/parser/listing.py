@@ -28,6 +28,9 @@ from shared.urls import canonicalize
 
 _CLIMB = 6  # ancestors looked at from a buy control; a card is small
 _ROW_CLIMB = 3  # levels above a card looked at for its siblings
+# A card holds a few links (image, title, actions, swatches); a level with more is a section
+# of the page. Bounds the row check's climb, which reads every link of each level.
+_ROW_CARD_LINKS = 40
 _NOT_A_PAGE = re.compile(
     r"^(?:#|javascript:|mailto:|tel:)|\.(?:jpe?g|png|gif|webp|avif|svg)(?:[?#]|$)", re.I
 )
@@ -105,12 +108,12 @@ def _in_card(
                 return False
             before_title = True
         links = parent.css("a[href]")
-        if links:
-            others = [link for link in links if _elsewhere(link, page_urls, base)]
-            if any(_is_card_link(link) for link in others):
-                # a grid holds several buy controls: the card is the level below it
-                inside = sum(1 for node in parent.traverse() if node.mem_id in buttons)
-                return inside <= 1 and (not row or _in_row(parent, page_urls, base, title[1]))
+        if row and len(links) > _ROW_CARD_LINKS:
+            return False  # climbed past any card into a page's section
+        if any(_elsewhere(link, page_urls, base) and _is_card_link(link) for link in links):
+            # a grid holds several buy controls: the card is the level below it
+            inside = sum(1 for node in parent.traverse() if node.mem_id in buttons)
+            return inside <= 1 and (not row or _in_row(parent, page_urls, base, title[1]))
         parent = parent.parent
     return False
 
