@@ -38,7 +38,10 @@ _URL_ATTR = {
 # make a product page).
 _TILE_CONTAINER = re.compile(
     r"recommend|related|cross-?sell|up-?sell|also-?(?:bought|viewed|like)|recently|similar"
-    r"|you-?may|suggest|carousel|accessor",
+    r"|you-?may|suggest|carousel|accessor"
+    # the slider libraries' own classes, which recommendation rows carry whatever the shop
+    # names them (Swiper, Slick, Splide, Glide, Flickity, Owl's "owl-carousel" above)
+    r"|swiper|slick-(?:slider|track|slide)|splide|glide__|flickity",
     re.I,
 )
 TILE = "@tile"
