@@ -29,21 +29,29 @@ _NOT_A_PRICE_WORDS = re.compile(
 )
 
 
-def unmarked_amount(title: LexborNode, skip: Callable[[LexborNode], bool]) -> str | None:
+def unmarked_amount(
+    title: LexborNode, skip: Callable[[LexborNode], bool], stop: int | None = None
+) -> str | None:
     """The shown text of the price near ``title`` ("2320 元", "Rs 23,450"), or None.
-    ``skip`` names the elements whose text is no current price (struck, old, unshown)."""
-    for nodes in (following(title, _NEAR_TITLE), _preceding(title)):
-        shown = _first_amount(_pieces(nodes, skip))
+    ``skip`` names the elements whose text is no current price (struck, old, unshown);
+    ``stop`` (a ``mem_id``), the element after the title where the reading ends."""
+    for nodes, end in ((following(title, _NEAR_TITLE), stop), (_preceding(title), None)):
+        shown = _first_amount(_pieces(nodes, skip, end))
         if shown is not None:
             return shown
     return None
 
 
-def _pieces(nodes: Iterator[LexborNode], skip: Callable[[LexborNode], bool]) -> list[str]:
-    """The shown texts of ``nodes`` (in document order), skipped elements left out."""
+def _pieces(
+    nodes: Iterator[LexborNode], skip: Callable[[LexborNode], bool], stop: int | None = None
+) -> list[str]:
+    """The shown texts of ``nodes`` (in document order), skipped elements left out, up to
+    the node ``stop``."""
     pieces: list[str] = []
     skipped: set[int] = set()
     for node in nodes:
+        if node.mem_id == stop:
+            break
         parent = node.parent
         if parent is not None and parent.mem_id in skipped:
             skipped.add(node.mem_id)

@@ -139,6 +139,10 @@ _PRICE_NODES = Query(
     Alternative('[itemprop="price"]', values=((b"itemprop", b"price"),)),
 )
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
+# Card prices passed over before the reading stops: each costs a climb and queries of the
+# blocks above it, and a listing's grid would have them all asked (1.15 → 2.9 ms a bench
+# listing page). A product page's own price comes before a row of others'.
+_CARD_PRICES = 3
 _AFTER_HEADING = 2000  # nodes after a lower-heading title looked at for its first price
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
 # Not after "with-"/"has-": the element has an old price beside it (Shopware's current price is
@@ -288,9 +292,9 @@ def read_visible(
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
         out.title = title
     cards = (page_urls, base) if page_urls is not None and base is not None else None
-    _read_prices(nodes, title, out, memo, cards)
+    first_card = _read_prices(nodes, title, out, memo, cards)
     if out.price is None and title is not None:
-        _unmarked_price(title, out)
+        _unmarked_price(title, out, first_card)
     out.stock, out.stock_node = _stock(tree, memo, markup)
     return out
 
@@ -374,11 +378,11 @@ def _read_prices(
     out: Visible,
     memo: dict[int, bool],
     cards: tuple[set[str], str] | None = None,
-) -> None:
+) -> LexborNode | None:
     """The prices of ``nodes`` (the page's ``_PRICE_NODES``) from the title on. ``cards``:
     the page's URLs and base, to leave out the prices of cards that link elsewhere until
     the main price is found (OpenCart's "Related Products" are a row of cards under a
-    heading, in no container that says so)."""
+    heading, in no container that says so). Returns the first card price passed over."""
     start = 0
     if title is not None and title.tag == "h1":
         start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
@@ -387,6 +391,8 @@ def _read_prices(
         later = (at[n.mem_id] for n in following(title, _AFTER_HEADING) if n.mem_id in at)
         start = next(later, len(nodes))
     after = 0  # price elements read after the main price: the rest of the buy box
+    first_card: LexborNode | None = None  # the first price element of another's card
+    carded = 0
     for node in nodes[start : start + _MAX_PRICE_NODES]:
         tag = node.tag  # a property that decodes the name on every read
         if tag == "h1" or tag in _UNSHOWN:
@@ -404,6 +410,10 @@ def _read_prices(
             and cards is not None
             and cards_link_elsewhere([node], cards[0], cards[1], title=title, row=True)
         ):
+            first_card = first_card or node
+            carded += 1
+            if carded >= _CARD_PRICES:
+                break  # a listing's grid or a row before any price of the page's own
             continue
         if marked_old or _struck(node):
             old = parse_price(_content(node) or node.text(deep=True, separator=" "))
@@ -423,6 +433,7 @@ def _read_prices(
                 _sale(out, price, text)
             if after >= _BUY_BOX_PRICES:
                 break
+    return first_card
 
 
 @lru_cache(maxsize=4096)  # a site's price elements carry a few dozen distinct classes
@@ -443,8 +454,10 @@ def _sale(out: Visible, price: Decimal, text: str) -> None:
         out.currency, out.symbol = currency or out.currency, symbol or out.symbol
 
 
-def _unmarked_price(title: LexborNode, out: Visible) -> None:
-    shown = unmarked_amount(title, _not_shown_price)
+def _unmarked_price(title: LexborNode, out: Visible, stop: LexborNode | None = None) -> None:
+    """``stop``: the first price element of another product's card; the amount is looked for
+    before it (a listing's grid, a related row: their amounts are the cards')."""
+    shown = unmarked_amount(title, _not_shown_price, stop.mem_id if stop is not None else None)
     price = parse_price(shown) if shown else None
     if shown and price is not None:
         out.price, out.currency, out.price_marked = price, currency_in_text(shown), False
