@@ -183,7 +183,11 @@ def _no_references(lowered: bytes) -> bool:
 def class_and_id(node: LexborNode) -> str:
     """An element's class and id, space-separated: where shops name what it is (``price--old``,
     ``related-products``, ``brand-logo``). Its attributes are read once."""
-    attrs = node.attributes
+    return marks_of(node.attributes)
+
+
+def marks_of(attrs: dict[str, str | None]) -> str:
+    """``class_and_id`` of attributes already read."""
     return f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
 
 

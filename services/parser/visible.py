@@ -45,7 +45,7 @@ from schemas.messages import Availability
 from services.parser.availability import SOLD_OUT_WORDS, shown_state
 from services.parser.identifiers import is_item_url
 from services.parser.listing import cards_link_elsewhere
-from services.parser.markup import Alternative, Markup, Query, class_and_id
+from services.parser.markup import Alternative, Markup, Query, class_and_id, marks_of
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
     currency_in_text,
@@ -468,7 +468,7 @@ def _unmarked_price(title: LexborNode, out: Visible, stop: LexborNode | None = N
 def _not_shown_price(node: LexborNode) -> bool:
     """An element whose text is no current price: struck, old, or not shown at all."""
     attrs = node.attributes
-    marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+    marks = marks_of(attrs)
     return (
         node.tag in _STRUCK_TAGS
         or node.tag in _UNSHOWN
@@ -514,7 +514,7 @@ def _own_text(node: LexborNode) -> str:
             continue
         tag = sub.tag
         attrs = sub.attributes
-        marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+        marks = marks_of(attrs)
         struck = tag in _STRUCK_TAGS or (_price_marks(marks)[0] and "price" in marks.lower())
         if struck or tag in ("script", "style") or _unseen_part(marks, attrs.get("style")):
             skipped.add(sub.mem_id)
