@@ -50,6 +50,7 @@ _BASE = {
 _STRUCTURED = ("jsonld", "microdata", "rdfa", "opengraph")
 _AVAILABLE = ("in_stock", "limited", "preorder", "backorder")
 _GTIN_DIGITS = (8, 12, 13, 14)
+_CODES_ASKED = 3  # labelled codes asked whether they are cards' (a walk of the tree each)
 
 
 @dataclass(slots=True)
@@ -155,7 +156,7 @@ def _identifiers(
     # labelled): the first one outside their cards (one walk of the tree each).
     skus = codes.skus if structured_sku not in codes.skus else []
     if len(skus) > 1:
-        shown = next((code for code in skus if not in_cards(code)), None)
+        shown = next((code for code in skus[:_CODES_ASKED] if not in_cards(code)), None)
     else:
         shown = skus[0] if skus else None
     if shown is not None:
