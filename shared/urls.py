@@ -19,6 +19,8 @@ from urllib.parse import urljoin, urlsplit
 
 from w3lib.url import safe_url_string
 
+from shared.caching import short_key_cache
+
 TRACKING_PARAMS = frozenset({"gclid", "fbclid", "msclkid", "srsltid", "mc_cid", "mc_eid"})
 TRACKING_PREFIXES = ("utm_",)
 DEFAULT_PORTS = {"http": "80", "https": "443"}
@@ -59,7 +61,7 @@ def canonicalize(url: str, base: str | None = None) -> str | None:
     return _canonicalize(url, base)
 
 
-@lru_cache(maxsize=65536)
+@short_key_cache(65536)
 def _canonicalize(url: str, base: str | None) -> str | None:
     # Browsers strip leading/trailing C0 controls and spaces and drop tabs/newlines inside.
     url = url.strip(" \t\r\n\f\v\x00").replace("\t", "").replace("\n", "").replace("\r", "")

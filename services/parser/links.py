@@ -31,6 +31,7 @@ from schemas.source import LinkRule, Source
 from services.parser.jsonld import Forest, as_list, types_of
 from services.parser.markup import Alternative, Markup, Query
 from services.parser.pagination import Pager, declared_next, may_extend, where
+from shared.caching import CACHED_LENGTH, short_key_cache
 from shared.urls import TRACKING_PARAMS, TRACKING_PREFIXES, canonicalize, host_of
 
 # A product card of this listing vs a filter/sort variant of it: compared by (origin, path).
@@ -439,18 +440,19 @@ def _class_marks(classes: str) -> int:
     mark = (_MARK_CARD if _is_card_class(classes) else 0) | (
         _MARK_ACTION if _is_action_class(classes) else 0
     )
-    if len(_MARKS) >= MAX_MARKS:
-        _MARKS.clear()
-    _MARKS[classes] = mark
+    if len(classes) <= CACHED_LENGTH:  # a hostile page's megabyte class is not kept
+        if len(_MARKS) >= MAX_MARKS:
+            _MARKS.clear()
+        _MARKS[classes] = mark
     return mark
 
 
-@lru_cache(maxsize=65536)
+@short_key_cache(65536)
 def _is_action(href: str | None) -> bool:
     return bool(href) and _ACTION.search(href) is not None  # type: ignore[arg-type]
 
 
-@lru_cache(maxsize=4096)
+@short_key_cache(4096)
 def _is_card_class(classes: str | None) -> bool:
     if not classes:
         return False
@@ -458,7 +460,7 @@ def _is_card_class(classes: str | None) -> bool:
     return any(name in lowered for name in _CARD_CLASSES)
 
 
-@lru_cache(maxsize=4096)
+@short_key_cache(4096)
 def _is_action_class(classes: str | None) -> bool:
     return bool(classes) and _ACTION_CLASS.search(classes) is not None  # type: ignore[arg-type]
 
@@ -511,7 +513,7 @@ def _href(
         )
         action = _is_action(raw) if hint is None else None
         entry = (url, facts[0], *facts[5], facts[1], verdict, action)
-    if wide and bare is None:
+    if wide and bare is None and len(raw) <= CACHED_LENGTH:
         if len(memo) >= MAX_SITE_HREFS:
             memo.clear()  # cheaper than an LRU's bookkeeping on every hit; refilled in a page
         memo[raw] = entry
@@ -520,7 +522,7 @@ def _href(
     return entry
 
 
-@lru_cache(maxsize=65536)
+@short_key_cache(65536)
 def _resolve(raw: str, base: str) -> Resolved:
     """An href's canonical URL and its facts: one cache lookup per link instead of three. An
     href with tracking parameters is resolved as the href without them, which the site's
@@ -562,7 +564,7 @@ def _untracked(raw: str) -> str | None:
     return f"{head}?{kept}" if kept else head
 
 
-@lru_cache(maxsize=4096)
+@short_key_cache(4096)
 def _kept_query(query: str) -> str | None:
     """The query without its tracking parameters, None when it has none or is not plain.
     Memoised: a page's cards share theirs (``utm_campaign=<this page>``)."""
@@ -573,7 +575,7 @@ def _kept_query(query: str) -> str | None:
     return None if len(kept) == len(parts) else "&".join(kept)
 
 
-@lru_cache(maxsize=65536)
+@short_key_cache(65536)
 def _facts(url: str) -> Facts:
     """Page-independent facts of a canonical URL: (host, listing key, state-changing action,
     never a product, product-detail shape, ``pagination.where``)."""
@@ -649,7 +651,7 @@ def _rule_matches(
     return False
 
 
-@lru_cache(maxsize=16384)
+@short_key_cache(16384)
 def _listing_key(url: str) -> tuple[str, str]:
     """(origin, path without /page/N): a card links elsewhere than its listing's own path."""
     origin, _, rest = url.partition("://")[2].partition("/")

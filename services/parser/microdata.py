@@ -10,13 +10,13 @@ selector queries; a property finds its owner by climbing to the nearest scope an
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from services.parser.jsonld import Forest
 from services.parser.markup import Markup, class_and_id
+from shared.caching import short_key_cache
 
 _URL_ATTR = {
     "a": "href",
@@ -138,7 +138,7 @@ def in_tile_container(node: LexborNode, memo: dict[int, bool] | None = None) -> 
     return False
 
 
-@lru_cache(maxsize=4096)  # a site's containers carry a few hundred distinct classes
+@short_key_cache(4096)  # a site's containers carry a few hundred distinct classes
 def _tile_marks(marks: str) -> bool:
     return bool(marks.strip()) and _TILE_CONTAINER.search(marks) is not None
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from functools import lru_cache
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -54,6 +53,7 @@ from services.parser.prices import (
     shared_symbol,
 )
 from services.parser.unmarked import following, unmarked_amount
+from shared.caching import short_key_cache
 
 Fields = dict[str, str]
 
@@ -436,7 +436,7 @@ def _read_prices(
     return first_card
 
 
-@lru_cache(maxsize=4096)  # a site's price elements carry a few dozen distinct classes
+@short_key_cache(4096)  # a site's price elements carry a few dozen distinct classes
 def _price_marks(marks: str) -> tuple[bool, bool]:
     """Whether an element's class and id mark an old price, and whether they mark no price."""
     return _OLD.search(marks) is not None, _NOT_A_PRICE.search(marks) is not None
@@ -521,13 +521,19 @@ def _own_text(node: LexborNode) -> str:
     return " ".join(pieces)
 
 
-@lru_cache(maxsize=4096)
 def _unseen_part(marks: str, style: str | None) -> bool:
     """A part of a price element the shopper does not read as its price: struck by its inline
     style (``text-decoration: line-through``, as a ``<del>`` would be), or text for screen
     readers only (WooCommerce's "Original price was: $45.00." beside the struck price)."""
     if style and _LINE_THROUGH.search(style):
         return True
+    return _screen_reader_only(marks)
+
+
+# Keyed by class and id only: a page's inline styles are unique per element (page builders),
+# and a hostile one's as long as the page, so they are not kept in a cache.
+@short_key_cache(4096)
+def _screen_reader_only(marks: str) -> bool:
     return bool(marks.strip()) and _SCREEN_READER.search(marks) is not None
 
 
@@ -638,7 +644,7 @@ def _stock(
     return (said.pop(), first) if len(said) == 1 else (None, None)
 
 
-@lru_cache(maxsize=4096)  # a site says its few stock messages on every page
+@short_key_cache(4096)  # a site says its few stock messages on every page
 def _stock_words(text: str) -> Availability | None:
     """The state a stock element's text says, if it says one about buying online."""
     if not text or len(text) > 300 or _IN_STORE.search(text):
