@@ -31,6 +31,7 @@ _ROW_CLIMB = 3  # levels above a card looked at for its siblings
 # A card holds a few links (image, title, actions, swatches); a level with more is a section
 # of the page. Bounds the row check's climb, which reads every link of each level.
 _ROW_CARD_LINKS = 40
+_ROW_LINKS = 200  # links of a level read for its cards: a row shows itself in its first ones
 _NOT_A_PAGE = re.compile(
     r"^(?:#|javascript:|mailto:|tel:)|\.(?:jpe?g|png|gif|webp|avif|svg)(?:[?#]|$)", re.I
 )
@@ -143,7 +144,7 @@ def _in_row(card: LexborNode, page_urls: set[str], base: str, above_title: set[i
         shape = (branch.tag, branch.attributes.get("class"))
         level_id = level.mem_id
         seen: dict[int, str] = {}  # a child of the level -> the other page its cards lead to
-        for link in level.css("a[href]"):
+        for link in level.css("a[href]")[:_ROW_LINKS]:
             child = link
             while child.parent is not None and child.parent.mem_id != level_id:
                 child = child.parent
