@@ -51,6 +51,8 @@ _NOISE = re.compile(r"[^a-z]")
 # The words shops show for a sold-out or an in-stock item, in the languages of the shops we
 # meet; sold-out words are tried first ("not in stock", "no disponible" hold in-stock words).
 # English ones may be hyphenated, as badges write them ("Out-of-Stock", "Sold-out").
+# Lower case, matched against lowered text: with ``re.I`` a 250-character text cost ~0.25 ms
+# (every alternative tried case-blind at every position), lowered ~0.06.
 SOLD_OUT_WORDS = re.compile(
     r"out[- ]of[- ]stock|sold[- ]out|currently unavailable|unavailable online|not available"
     r"|no longer available|temporarily unavailable|not[- ]in[- ]stock|ausverkauft"
@@ -68,7 +70,6 @@ SOLD_OUT_WORDS = re.compile(
     r"|สินค้าหมด|ไม่มีสินค้า|tidak tersedia|stok habis|nincs (?:raktáron|készleten)"
     r"|nije (?:na stanju|na zalihi|dostupno)|nu (?:este |e )?[îi]n stoc|inte i lager"
     r"|εκτός αποθέματος|não disponível|nicht vorrätig",
-    re.I,
 )
 IN_STOCK_WORDS = re.compile(
     r"\bin[- ]stock\b|available now|available to (?:ship|order|buy)|available online"
@@ -77,10 +78,9 @@ IN_STOCK_WORDS = re.compile(
     r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음|în stoc|pe stoc|raktáron|készleten"
     r"|σε απόθεμα|na (?:zalihi|stanju)|є в наявності|в наявності|còn hàng|มีสินค้า|stok tersedia"
     r"|\bi lager\b|disponível|em stock",
-    re.I,
 )
-_PREORDER_WORDS = re.compile(r"pre-?order|vorbestell|précommande|pre-?venta|prenota", re.I)
-_BACKORDER_WORDS = re.compile(r"back-?order|made to order|auf bestellung|sur commande", re.I)
+_PREORDER_WORDS = re.compile(r"pre-?order|vorbestell|précommande|pre-?venta|prenota")
+_BACKORDER_WORDS = re.compile(r"back-?order|made to order|auf bestellung|sur commande")
 _WORDS: tuple[tuple[re.Pattern[str], Availability], ...] = (
     (SOLD_OUT_WORDS, "out_of_stock"),
     (_PREORDER_WORDS, "preorder"),
@@ -121,10 +121,16 @@ def _from_words(text: str) -> Availability:
 def shown_state(text: str) -> Availability | None:
     """The state shown words say ("Nicht lieferbar", "Pre-order: ships in March", "Only 3
     left in stock"), sold-out words first; None when they say none."""
+    lowered = text.lower()
     for words, state in _WORDS:
-        if words.search(text):
+        if words.search(lowered):
             return state
     return None
+
+
+def says_sold_out(text: str) -> bool:
+    """The text holds a sold-out word."""
+    return SOLD_OUT_WORDS.search(text.lower()) is not None
 
 
 def best_availability(values: Iterable[Availability | None]) -> Availability | None:

@@ -41,7 +41,7 @@ from decimal import Decimal
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability
-from services.parser.availability import SOLD_OUT_WORDS, shown_state
+from services.parser.availability import says_sold_out, shown_state
 from services.parser.identifiers import is_item_url
 from services.parser.listing import cards_link_elsewhere
 from services.parser.markup import Alternative, Markup, Query, class_and_id, marks_of
@@ -727,4 +727,4 @@ def _sold_out(node: LexborNode) -> bool:
     """A buy control that says sold out. Not merely disabled: shops disable the button until
     a size is chosen."""
     words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
-    return len(words) < 60 and SOLD_OUT_WORDS.search(words) is not None
+    return len(words) < 60 and says_sold_out(words)
