@@ -59,8 +59,8 @@ SOLD_OUT_WORDS = re.compile(
     r"|nicht (?:mehr )?(?:verfügbar"
     r"|lieferbar|auf lager|vorrätig)|derzeit nicht|rupture de stock|épuisé|indisponible"
     r"|agotado|sin stock|no disponible|sin existencias|esaurito|non disponibile|esgotado"
-    r"|indisponível|sem estoque|uitverkocht|niet (?:op voorraad|leverbaar|beschikbaar)"
-    r"|niedostępny|wyprzedany|brak w magazynie|brak towaru|vyprodáno|vypredané|nedostupn"
+    r"|indisponível|sem estoque|uitverkocht|niet (?:meer )?(?:op voorraad|leverbaar|beschikbaar)"
+    r"|niedostępn|wyprzedany|brak w magazynie|brak towaru|vyprodáno|vypredané|nedostupn"
     r"|není skladem|nie je skladom|nie je možné (?:\S+ )?kúpiť|není možné (?:\S+ )?koupit"
     r"|нет в наличии|распродан|товар закончился|отсутствует|slutsåld|ej i lager|utsolgt"
     r"|ikke på lager|udsolgt|loppuunmyyty|ei varastossa|tükendi|stokta yok|laost otsas"
@@ -69,15 +69,23 @@ SOLD_OUT_WORDS = re.compile(
     r"|μη διαθέσιμο|nema na (?:zalihi|stanju)|rasprodano|немає в наявності|hết hàng"
     r"|สินค้าหมด|ไม่มีสินค้า|tidak tersedia|stok habis|nincs (?:raktáron|készleten)"
     r"|nije (?:na stanju|na zalihi|dostupno)|nu (?:este |e )?[îi]n stoc|inte i lager"
-    r"|εκτός αποθέματος|não disponível|nicht vorrätig",
+    r"|εκτός αποθέματος|não disponível|nicht vorrätig|vergriffen|wieder (?:verfügbar|lieferbar)"
+    r"|back in stock soon|\bno stock\b|^\W*unavailable\W*$|tillfälligt slut|slut i lager"
+    r"|loppu varastosta|tilapäisesti loppu|loppunut|在庫なし|在庫無し|品切れ|无货|無貨|售罄"
+    r"|재고 ?없음|нет на складе|нет в продаже|fora de estoque|fora de stock|sem stock"
+    r"|نفدت? (?:الكمية|من المخزون)|نفذت? من المخزون|غير متاح|אזל ה?מלאי|אין במלאי|לא במלאי",
 )
 IN_STOCK_WORDS = re.compile(
     r"\bin[- ]stock\b|available now|available to (?:ship|order|buy)|available online"
     r"|ships (?:in|within|today)|auf lager|sofort lieferbar|lieferbar|en stock|disponible"
-    r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem|dostępny"
-    r"|в наличии|stokta|在庫あり|有現貨|現貨|재고있음|în stoc|pe stoc|raktáron|készleten"
+    r"|disponibile|em estoque|op voorraad|på lager|varastossa|na sklade|skladem"
+    r"|в наличии|stokta|在庫あり|有現貨|現貨|în stoc|pe stoc|raktáron|készleten"
     r"|σε απόθεμα|na (?:zalihi|stanju)|є в наявності|в наявності|còn hàng|มีสินค้า|stok tersedia"
-    r"|\bi lager\b|disponível|em stock",
+    r"|\bi lager\b|disponível|em stock|verfügbar\b|versandfertig|versandbereit|leverbaar\b"
+    r"|disponibilità immediata|in magazzino|pronta consegna|na stanie|w magazynie|dostępn[aey]\b"
+    r"|na skladě|skladom|hay existencias|en existencia|διαθέσιμο|tersedia|có sẵn|noliktavā"
+    r"|sandėlyje|na zalogi|有货|现货|在庫有り|재고 ?있음|متوفر|متاح|במלאי|^\W*available\W*$"
+    r"|only \d+ left|ready to ship",
 )
 _PREORDER_WORDS = re.compile(r"pre-?order|vorbestell|précommande|pre-?venta|prenota")
 _BACKORDER_WORDS = re.compile(r"back-?order|made to order|auf bestellung|sur commande")

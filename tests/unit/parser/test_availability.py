@@ -53,6 +53,32 @@ def test_structured_values(value: str, state: str) -> None:
         ("Sold-out", "out_of_stock"),
         ("In-stock", "in_stock"),
         ("Free delivery", None),
+        # each negation before the word it holds
+        ("غير متوفر", "out_of_stock"),
+        ("متوفر", "in_stock"),
+        ("אין במלאי", "out_of_stock"),
+        ("במלאי", "in_stock"),
+        ("Niedostępna", "out_of_stock"),
+        ("Dostępne", "in_stock"),
+        ("Niet meer leverbaar", "out_of_stock"),
+        ("Direct leverbaar", "in_stock"),
+        ("Wieder verfügbar ab 12.03.", "out_of_stock"),  # available again later: not now
+        ("Sofort verfügbar", "in_stock"),
+        ("Sofort versandfertig", "in_stock"),
+        ("Verfügbarkeit: 2-3 Tage", None),  # the label, not the word
+        ("Back in stock soon", "out_of_stock"),
+        ("Unavailable", "out_of_stock"),
+        ("Available", "in_stock"),
+        ("Available in 3 colours", None),
+        ("在庫なし", "out_of_stock"),
+        ("品切れ", "out_of_stock"),
+        ("재고 없음", "out_of_stock"),
+        ("Нет на складе", "out_of_stock"),
+        ("Fora de estoque", "out_of_stock"),
+        ("Tillfälligt slut", "out_of_stock"),
+        ("Disponibilità immediata", "in_stock"),
+        ("Tidak tersedia", "out_of_stock"),
+        ("Tersedia", "in_stock"),
     ],
 )
 def test_shown_words(words: str, state: str | None) -> None:
