@@ -113,9 +113,47 @@ def _in_card(
             return False  # climbed past any card into a page's section
         if any(_elsewhere(link, page_urls, base) and _is_card_link(link) for link in links):
             # a grid holds several buy controls: the card is the level below it
-            inside = sum(1 for node in parent.traverse() if node.mem_id in buttons)
-            return inside <= 1 and (not row or _in_row(parent, page_urls, base, title[1]))
+            held = [node for node in parent.traverse() if node.mem_id in buttons]
+            if len(held) > 1 and len(outermost(held)) == 1 and _titled(links, page_urls, base):
+                held = held[:1]  # a card's worded button in its worded wrapper: one control
+            return len(held) <= 1 and (not row or _in_row(parent, page_urls, base, title[1]))
         parent = parent.parent
+    return False
+
+
+def outermost(nodes: list[LexborNode]) -> list[LexborNode]:
+    """A worded button inside a worded wrapper is one control: the nodes not held, within
+    three levels, by another of them."""
+    ids = {n.mem_id for n in nodes}
+    out = []
+    for node in nodes:
+        parent = node.parent
+        inner = False
+        for _ in range(3):
+            if parent is None:
+                break
+            if parent.mem_id in ids:
+                inner = True
+                break
+            parent = parent.parent
+        if not inner:
+            out.append(node)
+    return out
+
+
+def _titled(links: list[LexborNode], page_urls: set[str], base: str) -> bool:
+    """One of ``links`` is a title's (in an ``h2``–``h6``) and leads to another page: a
+    product card's, not a buy box's image link to a warranty's terms."""
+    for link in links:
+        parent = link.parent
+        for _ in range(2):
+            if parent is None:
+                break
+            if parent.tag in _TITLE_TAGS:
+                if _elsewhere(link, page_urls, base):
+                    return True
+                break
+            parent = parent.parent
     return False
 
 

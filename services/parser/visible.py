@@ -43,7 +43,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from schemas.messages import Availability
 from services.parser.availability import says_sold_out, shown_state
 from services.parser.identifiers import is_item_url
-from services.parser.listing import cards_link_elsewhere
+from services.parser.listing import cards_link_elsewhere, outermost
 from services.parser.markup import Alternative, Markup, Query, class_and_id, marks_of
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
@@ -327,7 +327,7 @@ def find_buttons(
     ):
         # A cart form, its button and the button's label are one control (counted once;
         # the card check above climbs from each, the innermost first).
-        shown.buttons = _outermost(controls)
+        shown.buttons = outermost(controls)
     elif not controls and item:
         shown.closed_box = True  # the auction has ended, the ad is sold: still the item's page
     elif not controls and shown.stock == "out_of_stock" and shown.stock_node is not None:
@@ -594,7 +594,7 @@ def buy_controls(tree: LexborHTMLParser, markup: Markup | None = None) -> list[L
         words = words or node.text(deep=True, separator=" ") or ""
         if (len(words) < 60 and _BUY_WORDS.search(words)) or _calls_buy_script(node):
             worded.append(node)
-    return _outermost(worded)
+    return outermost(worded)
 
 
 def _calls_buy_script(node: LexborNode) -> bool:
@@ -602,25 +602,6 @@ def _calls_buy_script(node: LexborNode) -> bool:
     href = attrs.get("href") or ""
     script = href[11:] if href[:11].lower() == "javascript:" else ""
     return any(_BUY_SCRIPT.search(code) for code in (script, attrs.get("onclick") or "") if code)
-
-
-def _outermost(nodes: list[LexborNode]) -> list[LexborNode]:
-    """A worded button inside a worded wrapper is one control."""
-    ids = {n.mem_id for n in nodes}
-    out = []
-    for node in nodes:
-        parent = node.parent
-        inner = False
-        for _ in range(3):
-            if parent is None:
-                break
-            if parent.mem_id in ids:
-                inner = True
-                break
-            parent = parent.parent
-        if not inner:
-            out.append(node)
-    return out
 
 
 def _stock(
