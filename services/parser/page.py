@@ -36,7 +36,7 @@ from services.parser.microdata import extract_microdata, extract_rdfa
 from services.parser.nesting import too_deep
 from services.parser.pickers import read_pickers
 from services.parser.prices import format_price, normalize_currency, price_and_currency
-from services.parser.product import merge, node_fields, node_urls, select_main
+from services.parser.product import merge, names_another_page, node_fields, node_urls, select_main
 from services.parser.variants import expand as expand_variants
 from services.parser.visible import (
     Visible,
@@ -219,6 +219,13 @@ def _product(
     ):
         found = _guard("structured", url, extract)
         verdict = select_main(found, page_urls, titles) if found is not None else None
+        if (
+            name != "jsonld"
+            and verdict is not None
+            and verdict.node is not None
+            and names_another_page(verdict.node, page_urls, titles)
+        ):
+            verdict = None  # a card's markup (microdata and RDFa mark elements, cards too)
         if listing and verdict is not None and verdict.node is not None:
             if not node_urls(verdict.node) & page_urls:
                 verdict = None

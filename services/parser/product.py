@@ -215,6 +215,14 @@ def _dedupe(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return list(seen.values())
 
 
+def names_another_page(node: dict[str, Any], page_urls: set[str], titles: tuple[str, ...]) -> bool:
+    """A lone product whose URL is another page's and whose name is not this page's title:
+    the one card of a listing's last page, marked up as a product (PrestaShop's
+    ``product-container itemscope``, its ``<a itemprop="url">`` the card's link)."""
+    urls = node_urls(node)
+    return bool(urls) and not urls & page_urls and _named_by([node], titles) is None
+
+
 def node_urls(node: dict[str, Any]) -> set[str]:
     out = set()
     for raw in (first(node.get("url")), node.get("@id")):
