@@ -618,11 +618,38 @@ def _stock(
             continue
         seen.add(node.mem_id)
         state = _stock_words(node.text(deep=True, separator=" "))
+        if state == "out_of_stock" and _badge_off(node):
+            continue
         if state is not None and not _hidden(node) and not in_tile_container(node, memo):
             said.add(state)
             if first is None:
                 first = node
     return (said.pop(), first) if len(said) == 1 else (None, None)
+
+
+# A BEM element's sold-out modifier (Shopify's price__badge--sold-out, Dawn's
+# price__badge-sold-out): the template renders the badge always, and its stylesheet shows it
+# only inside a block that carries the state (price--sold-out).
+_BEM_SOLD_OUT = re.compile(r"(?:^|\s)([a-z0-9-]+)__[a-z0-9_-]*sold-?out(?:\s|$)", re.I)
+_BLOCK_CLIMB = 6
+
+
+def _badge_off(node: LexborNode) -> bool:
+    """``node`` is a block's sold-out badge, and the block around it does not say sold out:
+    the stylesheet hides it (in stock, the badge is there all the same)."""
+    found = _BEM_SOLD_OUT.search(node.attributes.get("class") or "")
+    if found is None:
+        return False
+    block = found.group(1).lower()
+    parent = node.parent
+    for _ in range(_BLOCK_CLIMB):
+        if parent is None:
+            return False
+        classes = (parent.attributes.get("class") or "").lower().split()
+        if block in classes:
+            return not any(c.startswith(block + "-") and "sold" in c for c in classes)
+        parent = parent.parent
+    return False
 
 
 @short_key_cache(4096)  # a site says its few stock messages on every page
