@@ -539,12 +539,15 @@ def _screen_reader_only(marks: str) -> bool:
 
 def _join(pieces: list[str], piece: str, fraction: bool) -> None:
     """Glue a split price back: "12" + "." + "99", "12" + <sup>99</sup> or "$229" +
-    <span>99</span> (two digits in an element of their own after a whole number) → "12.99"."""
+    <span>99</span> (two digits in an element of their own after a whole number) → "12.99".
+    A whole number grouped with dots ("29.999" + <span>90</span>, Mercado Libre's) takes a
+    decimal comma, so that the grouping is not read as the decimal point."""
     if pieces:
         last = pieces[-1]
         cents = len(piece) == 2 and piece.isdigit() and not _DECIMALS.search(last)
         if last[-1].isdigit() and (piece[0] in ".," or ((fraction or cents) and piece.isdigit())):
-            pieces[-1] = last + ("" if piece[0] in ".," else ".") + piece
+            point = "," if "." in last else "."
+            pieces[-1] = last + ("" if piece[0] in ".," else point) + piece
             return
         if last[-1] in ".," and piece[0].isdigit() and last[:-1][-1:].isdigit():
             pieces[-1] = last + piece
