@@ -128,8 +128,7 @@ _BUY_WORDS = re.compile(
     r"|(?:comprar|köp|acquista) (?:ahora|agora|nu|ora)|jetzt kaufen|acheter maintenant"
     r"|購買|購入する|立即購買|立即购买|구매하기|바로구매|장바구니)\s*$"
     r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기",
-    re.I,
-)
+)  # lower case: matched against ``_label`` (one regex over a lowered label, not case-blind)
 _MAX_BUTTONS = 300
 _MAX_CONTROLS = 40  # more add-to-cart controls outside recommendation rows: a grid
 _PRICE_NODES = Query(
@@ -594,7 +593,7 @@ def buy_controls(tree: LexborHTMLParser, markup: Markup | None = None) -> list[L
             continue  # one element can match two of the selectors ("buyBtn": buy and btn)
         seen.add(node.mem_id)
         words = node.attributes.get("value") if node.tag == "input" else None
-        words = words or node.text(deep=True, separator=" ") or ""
+        words = _label(words or node.text(deep=True, separator=" ") or "")
         if (len(words) < 60 and _BUY_WORDS.search(words)) or _calls_buy_script(node):
             worded.append(node)
     return outermost(worded)
@@ -737,5 +736,11 @@ def _hidden(node: LexborNode) -> bool:
 def _sold_out(node: LexborNode) -> bool:
     """A buy control that says sold out. Not merely disabled: shops disable the button until
     a size is chosen."""
-    words = node.text(deep=True, separator=" ") or node.attributes.get("value") or ""
+    words = _label(node.text(deep=True, separator=" ") or node.attributes.get("value") or "")
     return len(words) < 60 and says_sold_out(words)
+
+
+def _label(text: str) -> str:
+    """A control's words as read: lower case, its runs of white space one space (Shopware's
+    label is two spans, "In den" and "Warenkorb", on lines of their own)."""
+    return " ".join(text.split()).lower() if len(text) < 1000 else text.lower()
