@@ -37,11 +37,11 @@ _URL_ATTR = {
 # logic passes it over when one unmarked product remains (rule 1: recommendation tiles do not
 # make a product page).
 _TILE_CONTAINER = re.compile(
-    r"recommend|related|cross-?sell|up-?sell|also-?(?:bought|viewed|like)|recently|similar"
+    r"recommend|related|cross-?sell|up-?sell|also-?(?:bought|viewed|like|purchased)|recently|similar"
     r"|you-?may|suggest|carousel|accessor"
     # the slider libraries' own classes, which recommendation rows carry whatever the shop
-    # names them (Swiper, Slick, Splide, Glide, Flickity, Owl's "owl-carousel" above)
-    r"|swiper|slick-(?:slider|track|slide)|splide|glide__|flickity",
+    # names them (Swiper, Slick, Splide, Glide, Flickity, bxSlider; Owl's "owl-carousel" above)
+    r"|swiper|slick-(?:slider|track|slide)|splide|glide__|flickity|bx-?slider|bx-wrapper",
     re.I,
 )
 TILE = "@tile"

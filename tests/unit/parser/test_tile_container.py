@@ -27,3 +27,19 @@ def test_a_memo_filled_by_a_deep_climb_does_not_answer_for_a_shallow_one() -> No
     assert in_tile_container(near, memo)  # the old memo had said "no" for near's wrapper
     memo = {}
     assert in_tile_container(near, memo) and not in_tile_container(deep, memo)
+
+
+def test_rows_named_by_their_purpose_or_by_their_slider_library() -> None:
+    """nopCommerce's "also purchased" grid and a bxSlider row (PrestaShop 1.6's products of
+    the same category) are recommendation rows; a product's own block is not."""
+    html = (
+        "<div class='also-purchased-products-grid'><div class='item-box'>"
+        "<button id='nop'>Add to cart</button></div></div>"
+        "<div id='productscategory_list'><ul class='bxslider clearfix'><li class='product-box'>"
+        "<a id='bx' class='ajax_add_to_cart_button'>Ajouter au panier</a></li></ul></div>"
+        "<div class='product-essential'><button id='own'>Add to cart</button></div>"
+    )
+    tree = LexborHTMLParser(f"<html><body>{html}</body></html>")
+    nodes = [tree.css_first(f"#{name}") for name in ("nop", "bx", "own")]
+    assert all(node is not None for node in nodes)
+    assert [in_tile_container(node) for node in nodes if node is not None] == [True, True, False]
