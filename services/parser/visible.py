@@ -78,6 +78,7 @@ _BUY = Query(
     Alternative('[id*="addtocart" i]', words=(b"addtocart",)),
     Alternative('[id*="add-to-basket" i]', words=_ADD_TO_BASKET),
     Alternative('[class*="add_to_cart" i]', words=(b"add", b"cart")),  # "_": &lowbar;
+    Alternative('[id*="add_to_cart" i]', words=(b"add", b"cart")),  # PrestaShop 1.6's box
     Alternative('[data-action*="add-to-cart" i]', (b"data-action",), _ADD_TO_CART),
     Alternative('[class*="buy-button" i]', words=(b"buy", b"buy-button")),
     Alternative('[class*="buy-now" i]', words=(b"buy", b"buy-now")),
