@@ -79,6 +79,8 @@ def test_structured_values(value: str, state: str) -> None:
         ("Disponibilità immediata", "in_stock"),
         ("Tidak tersedia", "out_of_stock"),
         ("Tersedia", "in_stock"),
+        ("Ce produit n'est plus en stock", "out_of_stock"),
+        ("Hors stock", "out_of_stock"),
     ],
 )
 def test_shown_words(words: str, state: str | None) -> None:
