@@ -633,7 +633,10 @@ def _stock(
 # A BEM element's sold-out modifier (Shopify's price__badge--sold-out, Dawn's
 # price__badge-sold-out): the template renders the badge always, and its stylesheet shows it
 # only inside a block that carries the state (price--sold-out).
-_BEM_SOLD_OUT = re.compile(r"(?:^|\s)([a-z0-9-]+)__[a-z0-9_-]*sold-?out(?:\s|$)", re.I)
+# An element named for the state (Ecwid's details-product-purchase__sold-out) is no badge.
+_BEM_SOLD_OUT = re.compile(
+    r"(?:^|\s)([a-z0-9-]+)__(?:[a-z0-9-]*--|[a-z0-9]*badge-)sold-?out(?:\s|$)", re.I
+)
 _BLOCK_CLIMB = 6
 
 
