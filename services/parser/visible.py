@@ -184,6 +184,8 @@ _STOCK_NODES = Query(  # each alternative is a walk of the tree: few and broad
     Alternative('[id*="availability" i]', words=(b"availability",)),
     Alternative('[id*="stock" i]', words=(b"stock",)),
     Alternative('[class*="sold-out" i]', words=(b"sold-out",)),
+    Alternative('[class*="sold_out" i]', words=(b"sold",)),  # Zen Cart's; "_": &lowbar;
+    Alternative('[class*="inventory" i]', words=(b"inventory",)),  # Dawn's product__inventory
     Alternative('[itemprop="availability"]', values=((b"itemprop", b"availability"),)),
 )
 _HIDDEN = re.compile(r"(?:^|[\s_-])(?:hidden|hide|d-none|invisible|is-hidden)(?:$|[\s_-])", re.I)
