@@ -282,7 +282,7 @@ def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) 
     sku = _ident(node.get("sku")) or _ident(node.get("productID"))
     if is_group:
         sku = _ident(node.get("productGroupID")) or sku
-    _put(out, "sku", sku)
+    _put(out, "sku", sku or _offers_sku(node.get("offers"), index))
     _put(out, "gtin", next((g for g in (_ident(node.get(k)) for k in _GTIN_KEYS) if g), None))
     _put(out, "mpn", _ident(node.get("mpn")))
     _put(out, "brand", _brand(node.get("brand"), index))
@@ -305,6 +305,19 @@ def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) 
         _put(out, "brand", out.get("brand") or _brand(variant.get("brand"), index))
         _put(out, "image", out.get("image") or _image(variant.get("image"), index))
     return out
+
+
+def _offers_sku(offers: object, index: dict) -> str | None:
+    """The sku the product's offers carry, when it has none of its own and they agree on
+    one (schema.org allows it on an Offer; Squarespace writes it there). Offers with
+    several skus are variants': none of them is the product's."""
+    skus = set()
+    for offer in as_list(offers)[:MAX_VARIANTS]:
+        offer = resolve(offer, index)
+        if isinstance(offer, dict):
+            skus.add(_ident(offer.get("sku")))
+    skus.discard(None)
+    return skus.pop() if len(skus) == 1 else None
 
 
 def _brand(value: object, index: dict) -> str | None:
