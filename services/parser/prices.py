@@ -378,12 +378,17 @@ def _offer_term(
         spec = _spec_quote(offer.get("priceSpecification"), index, 0)
         if spec is not None:
             price, text_currency = spec
-    if price is None and offer.get("offers"):
+    if offer.get("offers") and (price is None or availability is None):
+        nested: list[Term] = []
         for sub in as_list(offer.get("offers"))[:MAX_OFFERS]:
             sub = resolve(sub, index)
             if isinstance(sub, dict):
-                _offer_term(sub, index, out, depth + 1, availability)
-        return
+                _offer_term(sub, index, nested, depth + 1, availability)
+        if price is None:
+            out.extend(nested)
+            return
+        # An AggregateOffer's lowPrice, its stock in the offers it lists (VTEX's)
+        availability = best_availability(t[2] for t in nested)
     out.append((price, currency or text_currency, availability))
 
 

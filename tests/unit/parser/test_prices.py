@@ -11,6 +11,7 @@ from services.parser.prices import (
     lowest,
     normalize_currency,
     offer_quotes,
+    offer_terms,
     parse_price,
     price_and_currency,
     shared_symbol,
@@ -96,6 +97,22 @@ def test_offers_lowest_and_specifications() -> None:
         {"@type": "Offer", "price": 1, "priceCurrency": "points"},
     ]
     assert lowest(offer_quotes(offers, {})) == (Decimal("15"), "EUR")
+
+
+def test_an_aggregate_offer_states_its_stock_in_the_offers_it_lists() -> None:
+    """VTEX: the aggregate has the price, its listed offers the availability."""
+    aggregate = {
+        "@type": "AggregateOffer",
+        "lowPrice": 1299.9,
+        "priceCurrency": "BRL",
+        "offers": [
+            {"@type": "Offer", "price": 1299.9, "availability": "http://schema.org/OutOfStock"},
+            {"@type": "Offer", "price": 1349.9, "availability": "http://schema.org/SoldOut"},
+        ],
+    }
+    assert offer_terms(aggregate, {}) == [(Decimal("1299.9"), "BRL", "out_of_stock")]
+    own = {**aggregate, "availability": "https://schema.org/InStock"}
+    assert offer_terms(own, {}) == [(Decimal("1299.9"), "BRL", "in_stock")]  # its own says
 
 
 def test_shared_symbols_take_the_shop_country_currency() -> None:
