@@ -41,7 +41,7 @@ _TILE_CONTAINER = re.compile(
     r"|you-?may|suggest|carousel|accessor"
     # the slider libraries' own classes, which recommendation rows carry whatever the shop
     # names them (Swiper, Slick, Splide, Glide, Flickity, bxSlider; Owl's "owl-carousel" above)
-    r"|swiper|slick-(?:slider|track|slide)|splide|glide__|flickity|bx-?slider|bx-wrapper",
+    r"|swiper|slick-(?:slider|track|slide)|splide|glide__|flickity|bx-?slider|bx-wrapper|slider",
     re.I,
 )
 TILE = "@tile"
