@@ -72,7 +72,8 @@ OFFSET_PARAMS = frozenset(
 CURSOR_PARAMS = frozenset(
     {"cursor", "after", "before", "page_token", "pagetoken", "pagingtoken", "continue",
      "continuation", "next", "token", "max_id", "since_id", "until", "since", "updated-max",
-     "updated-min", "published-max", "published-min"}
+     "updated-min", "published-max", "published-min", "pagefrom", "pageuntil", "filefrom",
+     "fileuntil", "subcatfrom", "subcatuntil"}
 )  # fmt: skip
 # PAGEN_1 (Bitrix), sf_paged, product-page, page_number, page[number] (JSON:API, as encoded)…
 _PAGE_KEY = re.compile(

@@ -82,6 +82,11 @@ def _kinds(url: str, body: str) -> dict[str, str]:
             PAGED,
         ),
         ("/s?q=a", "/s?q=a&cursor=eyJwIjozfQ", PAGED),
+        (  # a MediaWiki category's next 200 members
+            "/w/index.php?title=Category:Lighthouses&pagefrom=Fastnet",
+            "/w/index.php?title=Category:Lighthouses&pagefrom=Longships",
+            PAGED,
+        ),
         # pager links that carry other parameters than the page
         ("/forum.php?f=4", "/forum.php?f=4&page=2&order=desc", PAGED),
         ("/live/index.php", "/live/index.php?page=2&ipp=20", PAGED),
