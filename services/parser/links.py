@@ -41,6 +41,8 @@ _PRODUCT_URL = re.compile(
     r"|productos|produto|produtos|prodotto|prodotti|tuote|urun)/[^/?#]+|/gp/product/|-p-\d+"
     # query-string shops: ColorMe (?pid=), PrestaShop (?id_product=), OpenCart (&product_id=)
     r"|[?&](?:pid|product_id|id_product|productid)=\w"
+    # osCommerce and its forks (Zen Cart): product_info.php?products_id=, ?main_page=product_info
+    r"|/product_info\.php\?|[?&]main_page=product_info(?:&|$)"
     r"|(?<!\d)97[89]\d{10}(?!\d)",  # an ISBN-13 in the path: a book's page
     re.I,
 )
@@ -56,7 +58,7 @@ _ACTION = re.compile(
     r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|/(?:cart|basket|checkout|wishlists?|compare"
     r"|logout|signout|warenkorb|panier|carrito|carrello|winkelwagen|koszyk|kosik)(?:/|$|\?)"
     r"|/product_compare/|/wishlist/index/add"
-    r"|[?&](?:add-to-cart|add_to_wishlist|action=add)",
+    r"|[?&](?:add-to-cart|add_to_wishlist|action=add|action=buy)",
     re.I,
 )
 # A link styled as a shop action (buy, wish list, compare, quick view): never the product link

@@ -144,3 +144,12 @@ def test_corpus_page(case: str) -> None:
                          for w in spec["variants"]]  # fmt: skip
         assert got_variants == want_variants
         assert all(p.variant_of == parsed.product.key for p in parsed.variants)  # type: ignore[union-attr]
+
+
+def test_a_get_that_buys_is_no_link_to_follow() -> None:
+    """osCommerce and Zen Cart put each card's "Buy Now" on a GET (``&action=buy_now``):
+    following it would fill a cart, so it is no link at all."""
+    case = "listing_oscommerce_product_info_urls"
+    spec = json.loads((CORPUS / f"{case}.json").read_text())
+    parsed = parse_page((CORPUS / f"{case}.html").read_bytes(), spec["url"])
+    assert not [link.url for link in parsed.links if "action=buy_now" in link.url]
