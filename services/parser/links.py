@@ -81,6 +81,8 @@ _CARDS = (
     Alternative('[class*="product-miniature" i]'),
     Alternative('[class*="product_item" i]'),
     Alternative('[class*="product-grid-item" i]'),
+    Alternative('[class*="productbox" i]'),  # JTL-Shop's productbox, others' productBox
+    Alternative('[class*="product--box" i]'),  # Shopware 5
     Alternative("ul.products > li"),
     Alternative("li.product"),
     Alternative("[data-product-id]", names=(b"data-product-id",)),
