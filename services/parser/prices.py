@@ -92,7 +92,9 @@ ISO_CODES = frozenset(
 )
 # Longest first, so "US$" is tried before "$".
 _SYMBOLS: tuple[tuple[str, str], ...] = (
+    ("US $", "USD"),  # eBay's and AliExpress's spelling
     ("US$", "USD"),
+    ("AU $", "AUD"),
     ("CA$", "CAD"),
     ("C$", "CAD"),
     ("AU$", "AUD"),
@@ -163,8 +165,9 @@ _AMOUNT = r"\d[\d.,'’\u00a0\u202f ]*(?:[.,][-–]+)?"
 # before at most a short note in brackets:
 # "EOS R5" or "Model R 200" in a spec line is no price.
 _MONEY = re.compile(
-    rf"(?:[^\d:]{{1,20}}:\s*)?(?:(?:{_MARK})\s*{_AMOUNT}|{_AMOUNT}\s*(?:{_MARK})\.?)"
-    r"\s*(?:\([^()]{0,15}\))?\s*"  # "(税込)", "(incl. VAT)"
+    rf"(?:[^\d:]{{1,20}}:\s*|(?i:now|sale|only|just|jetzt|nur|ahora|maintenant)\s+)?"
+    rf"(?:(?:{_MARK})\s*{_AMOUNT}|{_AMOUNT}\s*(?:{_MARK})\.?)"
+    r"\s*(?:\([^()]{0,15}\))?\s*\*{0,2}\s*"  # "(税込)", "(incl. VAT)"; "€ *" (a VAT note)
 )
 _CURRENCY = re.compile(rf"\s*(?:{_MARK})\s*[.:]?\s*")
 

@@ -25,6 +25,7 @@ from services.parser.prices import (
         ("1.299,00", "1299.00", None),
         ("$1,049.99", "1049.99", None),  # "$": a dozen countries' dollars
         ("US$1,049.99", "1049.99", "USD"),
+        ("US $49.99", "49.99", "USD"),  # eBay's spelling
         ("C$ 24.00", "24.00", "CAD"),
         ("1 049,00 €", "1049.00", "EUR"),
         ("1\u202f049,00\u00a0€", "1049.00", "EUR"),
@@ -146,6 +147,11 @@ def test_dot_grouped_amounts_of_whole_unit_currencies() -> None:
         ("EOS R5", False),  # a letter symbol inside a model name is no price
         ("Compatible with EOS R 6", False),
         ("Free shipping over $50", False),
+        ("Now $79.00", True),  # the current price's word before it
+        ("Was $99.00", False),  # an old price's is no current price
+        ("39,95 € *", True),  # a German shop's VAT footnote mark
+        ("US $49.99", True),
+        ("12 ft", False),  # feet, not forints: the word symbols keep their case
     ],
 )
 def test_a_text_that_is_an_amount_with_its_currency(text: str, money: bool) -> None:
