@@ -23,7 +23,7 @@ _NEAR_TITLE = 200  # nodes read after the title, and before it
 _SIBLINGS_BEFORE = 4  # siblings before the title read (text nodes count)
 _MAX_TEXT = 40  # a longer text is a sentence, not a price
 _NOT_A_PRICE_WORDS = re.compile(
-    r"shipping|delivery|versand|livraison|env[íi]o|frete|spedizione|доставк|運費|运费|送料"
+    r"shipping|\bship\b|postage|delivery|versand|livraison|env[íi]o|frete|spedizione|доставк|運費|运费|送料"
     r"|\bover\b|\bab\b|\bfrom\b|save|spare|économ|ahorr|/\s*(?:kg|g|l|ml|m|st|pc)\b",
     re.I,
 )
