@@ -52,7 +52,10 @@ _MPN_LABELS = (
 _GTIN_LABELS = r"ean(?:-?code)?|gtin(?:-?1[234])?|upc|isbn(?:-?1[03])?|barcode|штрихкод"
 # A code: letters, digits and the separators shops use (002.937.72, 1002/710, PU_106160/01).
 _CODE = r"(?P<code>[A-Za-z0-9][A-Za-z0-9./_-]{1,40})"
-_GAP = r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|：]\s*)?(?:<[^<>]{0,300}>\s*){0,6}(?:[:#：]\s*)?"
+_GAP = (  # a colon may sit in a span of its own, between the label's and the code's (VTEX)
+    r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|：]\s*)?(?:<[^<>]{0,300}>\s*){0,6}"
+    r"(?:[:#：]\s*(?:<[^<>]{0,300}>\s*){0,4})?"
+)
 
 
 # ">" where a text run starts with a letter (the lookahead skips "><" and numbers at C speed),

@@ -30,6 +30,12 @@ from services.parser.identifiers import is_item_url, labelled_codes, shows_code
         ("<div><b>Referência produto:</b> 4410023</div>", "4410023", None, None),
         ("<p>Referencia del producto: RX-100</p>", "RX-100", None, None),
         ("<p>Référence produit : 88-120</p>", "88-120", None, None),
+        (  # label, colon and code each in a span of its own (VTEX's product identifier)
+            "<span><span>Referência</span><span>: </span><span>7890123</span></span>",
+            "7890123",
+            None,
+            None,
+        ),
         ("<p>Model: WX-200</p>", None, "WX-200", None),
         ("<p>Mfr. Part #: MP-77</p>", None, "MP-77", None),
         ("<p>Item model number: B0-12</p>", None, "B0-12", None),
