@@ -184,9 +184,15 @@ _STOCK_NODES = Query(  # each alternative is a walk of the tree: few and broad
     Alternative('[id*="availability" i]', words=(b"availability",)),
     Alternative('[id*="stock" i]', words=(b"stock",)),
     Alternative('[class*="sold-out" i]', words=(b"sold-out",)),
-    Alternative('[class*="sold_out" i]', words=(b"sold",)),  # Zen Cart's; "_": &lowbar;
-    Alternative('[class*="inventory" i]', words=(b"inventory",)),  # Dawn's product__inventory
     Alternative('[itemprop="availability"]', values=((b"itemprop", b"availability"),)),
+)
+# Asked only of a product layout with no buy control and no stock state from the above: the
+# notice of a sold-out page whose button is gone (Zen Cart's button_sold_out, Newegg's and
+# Dawn's inventory line). Each word's test reads the whole page when the word is absent
+# (~0.12 M instructions on a bench page), so the other pages do not pay for them.
+_MORE_STOCK_NODES = Query(
+    Alternative('[class*="sold_out" i]', words=(b"sold",)),  # "_": &lowbar;
+    Alternative('[class*="inventory" i]', words=(b"inventory",)),
 )
 _HIDDEN = re.compile(r"(?:^|[\s_-])(?:hidden|hide|d-none|invisible|is-hidden)(?:$|[\s_-])", re.I)
 _HIDDEN_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.I)
@@ -332,11 +338,14 @@ def find_buttons(
         shown.buttons = outermost(controls)
     elif not controls and item:
         shown.closed_box = True  # the auction has ended, the ad is sold: still the item's page
-    elif not controls and shown.stock == "out_of_stock" and shown.stock_node is not None:
-        # Sold out, the buy button gone: the notice stands in for it, unless it sits in a
-        # card that links elsewhere (a grid of sold-out items).
-        notice = [shown.stock_node]
-        shown.closed_box = not cards_link_elsewhere(notice, page_urls, base, title=shown.title)
+    elif not controls:
+        if shown.stock is None:
+            shown.stock, shown.stock_node = _stock_of(_MORE_STOCK_NODES, tree, memo, markup)
+        if shown.stock == "out_of_stock" and shown.stock_node is not None:
+            # Sold out, the buy button gone: the notice stands in for it, unless it sits in
+            # a card that links elsewhere (a grid of sold-out items).
+            notice = [shown.stock_node]
+            shown.closed_box = not cards_link_elsewhere(notice, page_urls, base, title=shown.title)
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
 
@@ -615,10 +624,24 @@ def _stock(
     """What the first availability elements say, and the first of them that says it;
     nothing when they disagree (a page carries the messages of every state and shows one of
     them by script)."""
+    return _stock_of(_STOCK_NODES, tree, memo, markup)
+
+
+def _stock_of(
+    query: Query, tree: LexborHTMLParser, memo: dict[int, bool], markup: Markup | None
+) -> tuple[Availability | None, LexborNode | None]:
+    first, said = _stock_states(query.select(tree, markup)[:_MAX_STOCK_NODES], memo)
+    return (said.pop(), first) if len(said) == 1 else (None, None)
+
+
+def _stock_states(
+    nodes: list[LexborNode], memo: dict[int, bool]
+) -> tuple[LexborNode | None, set[Availability]]:
+    """What ``nodes`` say, and the first of them that says it."""
     first: LexborNode | None = None
     said: set[Availability] = set()
     seen: set[int] = set()  # an element that matches two of the selectors comes twice
-    for node in _STOCK_NODES.select(tree, markup)[:_MAX_STOCK_NODES]:
+    for node in nodes:
         if node.mem_id in seen or (tag := node.tag) in _UNSHOWN or tag in ("body", "html", "link"):
             continue
         seen.add(node.mem_id)
@@ -629,7 +652,7 @@ def _stock(
             said.add(state)
             if first is None:
                 first = node
-    return (said.pop(), first) if len(said) == 1 else (None, None)
+    return first, said
 
 
 # A BEM element's sold-out modifier (Shopify's price__badge--sold-out, Dawn's
