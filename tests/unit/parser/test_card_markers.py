@@ -59,3 +59,18 @@ def test_card_markers_written_in_capitals_still_make_cards() -> None:
     kinds = _kinds(html)
     urls = [f"https://shop.example/{name}-{i}" for name in ("lamp", "desk") for i in range(2)]
     assert [kinds[url] for url in urls] == ["product"] * 4
+
+
+def test_cards_named_by_their_platforms() -> None:
+    """JTL-Shop's productbox, Shopware 5's product--box and Ecwid's grid-product: cards whose
+    buy controls are form buttons, which the pass that knows cards by their actions (anchors
+    only) does not see."""
+    for card in ("productbox productbox-column", "product--box box--basic", "grid-product"):
+        cards = "".join(
+            f'<div class="{card}"><a href="/lamp-{i}"><img src="/l{i}.jpg"></a>'
+            f'<form method="post"><button>Add to cart</button></form></div>'
+            for i in range(3)
+        )
+        kinds = _kinds(f"<html><body><h1>Lamps</h1>{cards}<a href='/about'>About</a></body></html>")
+        assert [kinds[f"https://shop.example/lamp-{i}"] for i in range(3)] == ["product"] * 3, card
+        assert kinds["https://shop.example/about"] == "page"
