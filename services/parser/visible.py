@@ -153,8 +153,8 @@ _OLD = re.compile(
     re.I,
 )
 _NOT_A_PRICE = re.compile(
-    r"unit|per-|instal|monthly|credit|shipping|delivery|bonus|points|(?<!incl[-_])tax|excl"
-    r"|deposit|filter|save|saving|discount|percent",
+    r"unit|per-|instal|monthly|credit|financ|shipping|delivery|bonus|points|(?<!incl[-_])tax"
+    r"|excl|deposit|filter|save|saving|discount|percent",
     re.I,
 )
 # A later buy-box price marked as the one that applies now: lower than the first, it is the
@@ -526,10 +526,28 @@ def _own_text(node: LexborNode) -> str:
         tag = sub.tag
         attrs = sub.attributes
         marks = marks_of(attrs)
-        struck = tag in _STRUCK_TAGS or (_price_marks(marks)[0] and "price" in marks.lower())
-        if struck or tag in ("script", "style") or _unseen_part(marks, attrs.get("style")):
+        old = _price_marks(marks)[0]
+        struck = tag in _STRUCK_TAGS or (old and "price" in marks.lower())
+        if (
+            struck
+            or (not old and _is_aside(marks))
+            or tag in ("script", "style")
+            or _unseen_part(marks, attrs.get("style"))
+        ):
             skipped.add(sub.mem_id)
     return " ".join(pieces)
+
+
+# A part of a price box marked as another amount than the price: an instalment, a financing
+# offer, a saving, a shipping fee (Otto's "Finanzierung ab 15,93 € mtl." inside its price
+# box, read as the price once the regular price beside it counted as old). Narrower than
+# _NOT_A_PRICE: "unit" marks the main price on some shops (Yodobashi's js_scl_unitPrice).
+_ASIDE = re.compile(r"instal|monthly|financ|credit|sav(?:e|ing)|deposit|shipping|delivery", re.I)
+
+
+@short_key_cache(4096)
+def _is_aside(marks: str) -> bool:
+    return bool(marks) and _ASIDE.search(marks) is not None
 
 
 def _unseen_part(marks: str, style: str | None) -> bool:
