@@ -193,7 +193,13 @@ def parse_price(value: object) -> Decimal | None:
     return _parse_localized(text)
 
 
+# "19€99", as French shops print a price: the symbol stands where the decimal point would.
+_SYMBOL_POINT = re.compile(r"(\d)\s?€(\d{2})(?!\d|[.,]\d)")
+
+
 def _parse_localized(text: str) -> Decimal | None:
+    if "€" in text:
+        text = _SYMBOL_POINT.sub(r"\1,\2 €", text)
     m = _NUMBER.search(text)
     if not m:
         return None
@@ -283,8 +289,11 @@ def currency_of_shop(symbol: str, host: str) -> str | None:
 
 
 def shows_money(text: str) -> bool:
-    """Whether a shown text is an amount with its currency ("$24.990", "12 990 Ft")."""
-    return _MONEY.fullmatch(text.strip()) is not None
+    """Whether a shown text is an amount with its currency ("$24.990", "12 990 Ft", "19€99")."""
+    text = text.strip()
+    if "€" in text:
+        text = _SYMBOL_POINT.sub(r"\1,\2 €", text)
+    return _MONEY.fullmatch(text) is not None
 
 
 def is_currency(text: str) -> bool:

@@ -177,6 +177,7 @@ _SCREEN_READER = re.compile(
     r"screen-?reader|(?:^|[\s_-])(?:sr-only|visually-?hidden|offscreen)(?:$|[\s_-])", re.I
 )
 _DECIMALS = re.compile(r"[.,]\d{1,2}$")
+_SYMBOL_CENTS = re.compile(r"([€$£])\s?(\d{2})")  # a fraction led by its symbol (<sup>€99</sup>)
 _FRACTION = re.compile(r"fraction|decimal|cent", re.I)
 _STOCK_NODES = Query(  # each alternative is a walk of the tree: few and broad
     Alternative('[class*="availability" i]', words=(b"availability",)),
@@ -570,7 +571,14 @@ def _join(pieces: list[str], piece: str, fraction: bool) -> None:
     """Glue a split price back: "12" + "." + "99", "12" + <sup>99</sup> or "$229" +
     <span>99</span> (two digits in an element of their own after a whole number) → "12.99".
     A whole number grouped with dots ("29.999" + <span>90</span>, Mercado Libre's) takes a
-    decimal comma, so that the grouping is not read as the decimal point."""
+    decimal comma, so that the grouping is not read as the decimal point. French shops put
+    the symbol where the point would be: "279" + <sup>€99</sup> → "279.99 €"."""
+    if pieces and fraction and (marked := _SYMBOL_CENTS.fullmatch(piece)) is not None:
+        last = pieces[-1]
+        if last[-1].isdigit():
+            point = "," if "." in last else "."
+            pieces[-1] = f"{last}{point}{marked.group(2)} {marked.group(1)}"
+            return
     if pieces:
         last = pieces[-1]
         cents = len(piece) == 2 and piece.isdigit() and not _DECIMALS.search(last)

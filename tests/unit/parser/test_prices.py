@@ -26,6 +26,7 @@ from services.parser.prices import (
         ("$1,049.99", "1049.99", None),  # "$": a dozen countries' dollars
         ("US$1,049.99", "1049.99", "USD"),
         ("US $49.99", "49.99", "USD"),  # eBay's spelling
+        ("279€99", "279.99", "EUR"),  # the symbol where the point would be (French shops)
         ("C$ 24.00", "24.00", "CAD"),
         ("1 049,00 €", "1049.00", "EUR"),
         ("1\u202f049,00\u00a0€", "1049.00", "EUR"),
@@ -152,6 +153,7 @@ def test_dot_grouped_amounts_of_whole_unit_currencies() -> None:
         ("39,95 € *", True),  # a German shop's VAT footnote mark
         ("US $49.99", True),
         ("12 ft", False),  # feet, not forints: the word symbols keep their case
+        ("19€99", True),
     ],
 )
 def test_a_text_that_is_an_amount_with_its_currency(text: str, money: bool) -> None:
