@@ -59,6 +59,7 @@ SOLD_OUT_WORDS = re.compile(
     r"|nicht (?:mehr )?(?:verfügbar"
     r"|lieferbar|auf lager|vorrätig)|derzeit nicht|rupture de stock|épuisé|indisponible"
     r"|(?:plus|pas) en stock|hors stock|plus disponible|en rupture|nicht zur verfügung"
+    r"|(?:inte|ej) tillgänglig|販売(?:を)?終了|販売休止"
     r"|agotado|sin stock|no disponible|sin existencias|esaurito|non disponibile|esgotado"
     r"|indisponível|sem estoque|uitverkocht|niet (?:meer )?(?:op voorraad|leverbaar|beschikbaar)"
     r"|niedostępn|wyprzedany|brak w magazynie|brak towaru|vyprodáno|vypredané|nedostupn"

@@ -81,6 +81,8 @@ def test_structured_values(value: str, state: str) -> None:
         ("Tersedia", "in_stock"),
         ("Ce produit n'est plus en stock", "out_of_stock"),
         ("Hors stock", "out_of_stock"),
+        ("Inte tillgänglig för leverans", "out_of_stock"),
+        ("予定数の販売を終了しました", "out_of_stock"),  # the sale has ended
     ],
 )
 def test_shown_words(words: str, state: str | None) -> None:

@@ -24,6 +24,10 @@ from services.parser.visible import buy_controls
         "Chat with seller",  # a classified ad's, by contacting its seller
         "Kontaktieren",
         "장바구니",  # "cart" alone on a button is the buy box's
+        "Lägg i varukorg",
+        "Beli Langsung",
+        "+ Keranjang",
+        "In den\n   Warenkorb",  # a label in two spans, on lines of their own
     ],
 )
 def test_words_that_buy(words: str) -> None:
