@@ -324,8 +324,14 @@ def find_buttons(
     memo: dict[int, bool] = {}
     # A recommendation row's cards carry add-to-cart buttons of their own (dozens on a
     # furniture shop's page): they are no part of the buy box, and no grid of the page's own.
-    every = buy_controls(tree, markup)
+    marked = _marked_controls(tree, markup)
+    every = marked or _worded_controls(tree, markup)
     controls = [c for c in every if not in_tile_container(c, memo)]
+    if marked and not controls:
+        # Every marked control is a recommendation card's (IKEA's rows mark theirs, its buy
+        # box does not): the page's own may be known by its words.
+        every = _worded_controls(tree, markup)
+        controls = [c for c in every if not in_tile_container(c, memo)]
     item = any(is_item_url(u) for u in (*page_urls, base))
     if (
         controls
@@ -622,9 +628,15 @@ def _struck(node: LexborNode) -> bool:
 def buy_controls(tree: LexborHTMLParser, markup: Markup | None = None) -> list[LexborNode]:
     """The page's add-to-cart controls: by markup, else by their words. ``markup``: the
     page's, when the caller has it."""
+    return _marked_controls(tree, markup) or _worded_controls(tree, markup)
+
+
+def _marked_controls(tree: LexborHTMLParser, markup: Markup | None) -> list[LexborNode]:
     marked = {node.mem_id: node for node in _BUY.select(tree, markup)}  # one can match twice
-    if marked:
-        return list(marked.values())
+    return list(marked.values())
+
+
+def _worded_controls(tree: LexborHTMLParser, markup: Markup | None) -> list[LexborNode]:
     worded = []
     seen: set[int] = set()
     for node in _BUTTONS.select(tree, markup)[:_MAX_BUTTONS]:
