@@ -148,11 +148,13 @@ _AFTER_HEADING = 2000  # nodes after a lower-heading title looked at for its fir
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
 # Not after "with-"/"has-": the element has an old price beside it (Shopware's current price is
 # ``product-detail-price with-list-price``), it is not that price.
-_OLD = re.compile(
-    r"(?<!with[-_])(?<!has[-_])(?:(?<!b)old|was|regular|compare|strike|crossed|list[-_]?price"
-    r"|rrp|msrp|uvp|original|before|initial)",
-    re.I,
+_OLD_WORDS = (
+    r"(?<!b)old|was|compare|strike|crossed|list[-_]?price|rrp|msrp|uvp|original|before|initial"
 )
+_OLD = re.compile(rf"(?<!with[-_])(?<!has[-_])(?:{_OLD_WORDS}|regular)", re.I)
+# The old-price words but "regular": a price marked only "regular", unstruck, with no
+# other price beside it, is the price (the non-sale one), not an old one.
+_OLD_BUT_REGULAR = re.compile(rf"(?<!with[-_])(?<!has[-_])(?:{_OLD_WORDS})", re.I)
 _NOT_A_PRICE = re.compile(
     r"unit|per-|instal|monthly|credit|financ|shipping|delivery|bonus|points|(?<!incl[-_])tax"
     r"|excl|deposit|filter|save|saving|discount|percent",
@@ -412,6 +414,7 @@ def _read_prices(
     after = 0  # price elements read after the main price: the rest of the buy box
     first_card: LexborNode | None = None  # the first price element of another's card
     carded = 0
+    regular: tuple[Decimal, str] | None = None  # the first price marked only "regular"
     for node in nodes[start : start + _MAX_PRICE_NODES]:
         tag = node.tag  # a property that decodes the name on every read
         if tag == "h1" or tag in _UNSHOWN:
@@ -435,9 +438,12 @@ def _read_prices(
                 break  # a listing's grid or a row before any price of the page's own
             continue
         if marked_old or _struck(node):
-            old = parse_price(_content(node) or node.text(deep=True, separator=" "))
+            text = _content(node) or node.text(deep=True, separator=" ")
+            old = parse_price(text)
             if old is not None and old > 0:
                 out.old_prices.add(old)
+                if regular is None and _OLD_BUT_REGULAR.search(marks) is None and not _struck(node):
+                    regular = old, text
             continue
         price, text = _shown_price(node)
         if price is None or price <= 0:
@@ -452,6 +458,12 @@ def _read_prices(
                 _sale(out, price, text)
             if after >= _BUY_BOX_PRICES:
                 break
+    if out.price is None and regular is not None:
+        # "regular" with no sale price beside it is the price (Otto's p_price__regular)
+        out.price, out.currency = regular[0], currency_in_text(regular[1])
+        out.symbol = shared_symbol(regular[1])
+        out.shown_prices.add(regular[0])
+        out.old_prices.discard(regular[0])
     return first_card
 
 
