@@ -160,7 +160,7 @@ _MARK = "|".join(
     + [r"\$", r"(?<![^\W\d_])(?:kr|Rs\.?|lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])"]
     + [rf"(?<![A-Za-z])(?:{'|'.join(sorted(ISO_CODES | _RETIRED.keys()))})(?![A-Za-z])"]
 )
-_AMOUNT = r"\d[\d.,'’\u00a0\u202f ]*(?:[.,][-–]+)?"
+_AMOUNT = r"\d[\d.,'’\u00a0\u202f\u2009 ]*(?:[.,][-–]+)?"  # thin spaces group Russian amounts
 # The whole text is the amount and its currency, after at most a short label ("Price:") and
 # before at most a short note in brackets:
 # "EOS R5" or "Model R 200" in a spec line is no price.

@@ -27,6 +27,7 @@ from services.parser.prices import (
         ("US$1,049.99", "1049.99", "USD"),
         ("US $49.99", "49.99", "USD"),  # eBay's spelling
         ("279€99", "279.99", "EUR"),  # the symbol where the point would be (French shops)
+        ("12\u2009499 ₽", "12499.00", "RUB"),  # grouped by thin spaces
         ("C$ 24.00", "24.00", "CAD"),
         ("1 049,00 €", "1049.00", "EUR"),
         ("1\u202f049,00\u00a0€", "1049.00", "EUR"),
@@ -154,6 +155,7 @@ def test_dot_grouped_amounts_of_whole_unit_currencies() -> None:
         ("US $49.99", True),
         ("12 ft", False),  # feet, not forints: the word symbols keep their case
         ("19€99", True),
+        ("12\u2009499 ₽", True),
     ],
 )
 def test_a_text_that_is_an_amount_with_its_currency(text: str, money: bool) -> None:
