@@ -26,7 +26,7 @@ _SKU_LABELS = (
     r"product\s*(?:code|no\.?|number|id|ref(?:erence)?)|item\s*(?:#|no\.?|number|code|id)"
     r"|article\s*(?:no\.?|number|code)|art(?:ikel)?\.?\s*-?\s*n(?:r|o)\.?|artikelnummer"
     r"|artikelcode|bestell-?\s*(?:nr\.?|nummer)|produktnummer|sku|style\s*(?:#|no\.?|code)"
-    r"|stock\s*code|catalog(?:ue)?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f\."
+    r"|stock\s*code|cat(?:alog(?:ue)?)?\.?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f\."
     r"|r[ée]f[ée]rence(?:\s*(?:du\s*)?produit)?"
     r"|code\s*(?:article|produit)|c[óo]d(?:igo)?\.?(?:\s*(?:de|do|del)\s*(?:produto|producto"
     r"|art[íi]culo))?|id\s*(?:do\s*|del\s*)?produ(?:to|cto)|referencia(?:\s*(?:del\s*)?producto)?"
@@ -54,7 +54,7 @@ _GTIN_LABELS = r"ean(?:-?code)?|gtin(?:-?1[234])?|upc|isbn(?:-?1[03])?|barcode|�
 _CODE = r"(?P<code>[A-Za-z0-9][A-Za-z0-9./_-]{1,40})"
 _GAP = (  # a colon may sit in a span of its own, between the label's and the code's (VTEX)
     r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|：]\s*)?(?:<[^<>]{0,300}>\s*){0,6}"
-    r"(?:[:#：]\s*(?:<[^<>]{0,300}>\s*){0,4})?"
+    r"(?:[:#：]\s*(?:<[^<>]{0,300}>\s*){0,4})?(?:&nbsp;|&#160;|\s)*"  # "Код:&nbsp;281234567"
 )
 
 

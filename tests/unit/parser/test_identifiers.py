@@ -30,6 +30,8 @@ from services.parser.identifiers import is_item_url, labelled_codes, shows_code
         ("<div><b>Referência produto:</b> 4410023</div>", "4410023", None, None),
         ("<p>Referencia del producto: RX-100</p>", "RX-100", None, None),
         ("<p>Référence produit : 88-120</p>", "88-120", None, None),
+        ("<p class='product__code'>Код:&nbsp;281234567</p>", "281234567", None, None),
+        ("<p>Cat. no. 824/7315</p>", "824/7315", None, None),
         (  # label, colon and code each in a span of its own (VTEX's product identifier)
             "<span><span>Referência</span><span>: </span><span>7890123</span></span>",
             "7890123",
