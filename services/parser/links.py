@@ -83,7 +83,6 @@ _CARDS = (
     Alternative('[class*="product-grid-item" i]'),
     Alternative('[class*="productbox" i]'),  # JTL-Shop's productbox, others' productBox
     Alternative('[class*="product--box" i]'),  # Shopware 5
-    Alternative('[class*="grid-product" i]'),  # Ecwid's, Shopify Brooklyn's and Narrative's
     Alternative("ul.products > li"),
     Alternative("li.product"),
     Alternative("[data-product-id]", names=(b"data-product-id",)),

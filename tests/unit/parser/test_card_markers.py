@@ -62,10 +62,9 @@ def test_card_markers_written_in_capitals_still_make_cards() -> None:
 
 
 def test_cards_named_by_their_platforms() -> None:
-    """JTL-Shop's productbox, Shopware 5's product--box and Ecwid's grid-product: cards whose
-    buy controls are form buttons, which the pass that knows cards by their actions (anchors
-    only) does not see."""
-    for card in ("productbox productbox-column", "product--box box--basic", "grid-product"):
+    """JTL-Shop's productbox and Shopware 5's product--box: cards whose buy controls are form
+    buttons, which the pass that knows cards by their actions (anchors only) does not see."""
+    for card in ("productbox productbox-column", "product--box box--basic"):
         cards = "".join(
             f'<div class="{card}"><a href="/lamp-{i}"><img src="/l{i}.jpg"></a>'
             f'<form method="post"><button>Add to cart</button></form></div>'
