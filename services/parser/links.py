@@ -58,7 +58,7 @@ _ACTION = re.compile(
     r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|/(?:cart|basket|checkout|wishlists?|compare"
     r"|logout|signout|warenkorb|panier|carrito|carrello|winkelwagen|koszyk|kosik)(?:/|$|\?)"
     r"|/product_compare/|/wishlist/index/add"
-    r"|[?&](?:add-to-cart|add_to_wishlist|action=add|action=buy)",
+    r"|[?&](?:add-to-cart|add_to_wishlist|action=(?:add|buy))",
     re.I,
 )
 # A link styled as a shop action (buy, wish list, compare, quick view): never the product link

@@ -144,17 +144,7 @@ def outermost(nodes: list[LexborNode]) -> list[LexborNode]:
 def _titled(links: list[LexborNode], page_urls: set[str], base: str) -> bool:
     """One of ``links`` is a title's (in an ``h2``–``h6``) and leads to another page: a
     product card's, not a buy box's image link to a warranty's terms."""
-    for link in links:
-        parent = link.parent
-        for _ in range(2):
-            if parent is None:
-                break
-            if parent.tag in _TITLE_TAGS:
-                if _elsewhere(link, page_urls, base):
-                    return True
-                break
-            parent = parent.parent
-    return False
+    return any(_in_title(link) and _elsewhere(link, page_urls, base) for link in links)
 
 
 def _follows(block: LexborNode, first: int | None, then: int) -> bool:
@@ -218,6 +208,14 @@ def _is_card_link(link: LexborNode) -> bool:
     image = link.css_first("img, picture, h2, h3, h4, h5, h6")
     if image is not None:
         return not (_owner_link(link) or (image.tag == "img" and _owner_link(image)))
+    if _in_title(link):
+        return True
+    marks = class_and_id(link)
+    return _TITLE_MARKS.search(marks) is not None and _OWNER_MARKS.search(marks) is None
+
+
+def _in_title(link: LexborNode) -> bool:
+    """The link sits in an ``h2``–``h6`` (two levels up at most): a card's title."""
     parent = link.parent
     for _ in range(2):
         if parent is None:
@@ -225,8 +223,7 @@ def _is_card_link(link: LexborNode) -> bool:
         if parent.tag in _TITLE_TAGS:
             return True
         parent = parent.parent
-    marks = class_and_id(link)
-    return _TITLE_MARKS.search(marks) is not None and _OWNER_MARKS.search(marks) is None
+    return False
 
 
 def _owner_link(node: LexborNode) -> bool:

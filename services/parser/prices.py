@@ -197,6 +197,11 @@ def parse_price(value: object) -> Decimal | None:
 _SYMBOL_POINT = re.compile(r"(\d)\s?€(\d{2})(?!\d|[.,]\d)")
 
 
+def euro_as_point(text: str) -> bool:
+    """The text writes an amount with the euro sign as its decimal point ("279€99")."""
+    return "€" in text and _SYMBOL_POINT.search(text) is not None
+
+
 def _parse_localized(text: str) -> Decimal | None:
     if "€" in text:
         text = _SYMBOL_POINT.sub(r"\1,\2 €", text)

@@ -48,6 +48,7 @@ from services.parser.markup import Alternative, Markup, Query, class_and_id, mar
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
     currency_in_text,
+    euro_as_point,
     format_price,
     parse_price,
     shared_symbol,
@@ -180,7 +181,6 @@ _SCREEN_READER = re.compile(
     r"screen-?reader|(?:^|[\s_-])(?:sr-only|visually-?hidden|offscreen)(?:$|[\s_-])", re.I
 )
 _DECIMALS = re.compile(r"[.,]\d{1,2}$")
-_SYMBOL_CENTS = re.compile(r"([€$£])\s?(\d{2})")  # a fraction led by its symbol (<sup>€99</sup>)
 _FRACTION = re.compile(r"fraction|decimal|cent", re.I)
 _STOCK_NODES = Query(  # each alternative is a walk of the tree: few and broad
     Alternative('[class*="availability" i]', words=(b"availability",)),
@@ -307,7 +307,7 @@ def read_visible(
     first_card = _read_prices(nodes, title, out, memo, cards)
     if out.price is None and title is not None:
         _unmarked_price(title, out, first_card)
-    out.stock, out.stock_node = _stock(tree, memo, markup)
+    out.stock, out.stock_node = _stock_of(_STOCK_NODES, tree, memo, markup)
     return out
 
 
@@ -326,12 +326,11 @@ def find_buttons(
     memo: dict[int, bool] = {}
     # A recommendation row's cards carry add-to-cart buttons of their own (dozens on a
     # furniture shop's page): they are no part of the buy box, and no grid of the page's own.
-    marked = _marked_controls(tree, markup)
-    every = marked or _worded_controls(tree, markup)
+    every = _marked_controls(tree, markup)
     controls = [c for c in every if not in_tile_container(c, memo)]
-    if marked and not controls:
-        # Every marked control is a recommendation card's (IKEA's rows mark theirs, its buy
-        # box does not): the page's own may be known by its words.
+    if not controls:
+        # None marked, or every marked one a recommendation card's (IKEA's rows mark theirs,
+        # its buy box does not): the page's own may be known by its words.
         every = _worded_controls(tree, markup)
         controls = [c for c in every if not in_tile_container(c, memo)]
     item = any(is_item_url(u) for u in (*page_urls, base))
@@ -591,13 +590,10 @@ def _join(pieces: list[str], piece: str, fraction: bool) -> None:
     <span>99</span> (two digits in an element of their own after a whole number) → "12.99".
     A whole number grouped with dots ("29.999" + <span>90</span>, Mercado Libre's) takes a
     decimal comma, so that the grouping is not read as the decimal point. French shops put
-    the symbol where the point would be: "279" + <sup>€99</sup> → "279.99 €"."""
-    if pieces and fraction and (marked := _SYMBOL_CENTS.fullmatch(piece)) is not None:
-        last = pieces[-1]
-        if last[-1].isdigit():
-            point = "," if "." in last else "."
-            pieces[-1] = f"{last}{point}{marked.group(2)} {marked.group(1)}"
-            return
+    the symbol where the point would be: "279" + <sup>€99</sup> → "279€99"."""
+    if pieces and fraction and pieces[-1][-1].isdigit() and euro_as_point(pieces[-1] + piece):
+        pieces[-1] += piece  # "279€99", which the price reader reads as 279.99
+        return
     if pieces:
         last = pieces[-1]
         cents = len(piece) == 2 and piece.isdigit() and not _DECIMALS.search(last)
@@ -669,18 +665,12 @@ def _calls_buy_script(node: LexborNode) -> bool:
     return any(_BUY_SCRIPT.search(code) for code in (script, attrs.get("onclick") or "") if code)
 
 
-def _stock(
-    tree: LexborHTMLParser, memo: dict[int, bool], markup: Markup | None
-) -> tuple[Availability | None, LexborNode | None]:
-    """What the first availability elements say, and the first of them that says it;
-    nothing when they disagree (a page carries the messages of every state and shows one of
-    them by script)."""
-    return _stock_of(_STOCK_NODES, tree, memo, markup)
-
-
 def _stock_of(
     query: Query, tree: LexborHTMLParser, memo: dict[int, bool], markup: Markup | None
 ) -> tuple[Availability | None, LexborNode | None]:
+    """What the first availability elements (``query``'s) say, and the first of them that
+    says it; nothing when they disagree (a page carries the messages of every state and
+    shows one of them by script)."""
     first, said = _stock_states(query.select(tree, markup)[:_MAX_STOCK_NODES], memo)
     return (said.pop(), first) if len(said) == 1 else (None, None)
 
