@@ -615,7 +615,7 @@ def _classify(
             rules.pagination, "pagination", url, raw, mem_id, rule_hits
         ):
             return "pagination"
-    elif pager.declared(node) if hint == "rel" else pager.paginates(url, node, attrs):
+    elif pager.declared(node, url) if hint == "rel" else pager.paginates(url, node, attrs):
         return "pagination"
     if facts[2]:
         return None

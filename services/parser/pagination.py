@@ -7,7 +7,7 @@ Two questions decide it, each answered cheaply:
    sits (``?page=3``, ``?start=40``, ``PAGEN_1=5``, ``board=18.20``, ``/page/3``, ``/p12``,
    ``/seite/3``, ``-or20-``, ``index53.html``, ``list_48_3.html``, ``-101.html``), cursors
    (``updated-max=``, ``after=``…), noise (page size, sort order, view, session ids) and the
-   listing's own parameters (its filters). The answer is one of six levels:
+   listing's own parameters (its filters). The answer is one of seven levels:
 
    - ``CLEAN``: the same listing, only the page number moved, by a parameter or path word
      that means "page" (``page``, ``seite``, ``strona``, ``/page/N``…): pagination as it is;
@@ -16,6 +16,9 @@ Two questions decide it, each answered cheaply:
      noise (a pager adds ``order=desc`` or ``ipp=20``, drops ``versionfrom=``);
    - ``FIRST``: the listing's plain URL seen from a later page: its page 1, but also its menu
      and breadcrumb link;
+   - ``ADDED``: from a first page without a page number, the same path with one and other
+     new parameters: a search's pager (``pn=10&rsv_t=…``, ``first=11&FORM=PERE``), or a
+     filter's link that also sets the page;
    - ``FAMILY``: the same path with other filters (a facet), or another listing on it;
    - ``VARIANT``: this very page sorted, sized or viewed otherwise: never pagination;
    - ``NONE``: another path or another site.
@@ -30,13 +33,15 @@ Two questions decide it, each answered cheaply:
 
 ``CLEAN`` links are pagination unless their text is a title; ``PAGED`` ones need one cue (a
 ``?p=`` link a pager's word, class or widget, not just a number: a comment count is one);
-``FIRST`` needs "1", a pager word, class or widget; ``FAMILY`` and ``NONE`` need to sit in a
-pager widget and read like a pager (a number or a pager word): a pager whose links go to
-another path (a shop's SEO category URL paged through ``merchant.mvc?...&Offset=24``) still
-counts. A year (``2015``) is a page number only inside a pager widget; date paths
+``FIRST`` needs "1", a pager word, class or widget; ``ADDED`` a page number or a pager word as
+its text; ``FAMILY`` and ``NONE`` need to sit in a pager widget and read like a pager (a
+number or a pager word): a pager whose links go to another path (a shop's SEO category URL
+paged through ``merchant.mvc?...&Offset=24``) still counts, but a pager word to another
+entry (a sibling path without a page number: "‹ Previous" / "Next ›" between articles) does
+not. A year (``2015``) is a page number only inside a pager widget; date paths
 (``/2015/05/12``) never page by their numbers, and a link to another month (``?mini=2016-04``,
 ``/2016/04``) is a calendar's, not a listing's page. A ``rel=next|prev`` link is pagination
-unless its text is a title (a blog post's link to the next post).
+unless its text is a title (a blog post's link to the next post) or it leads to another entry.
 
 Every per-link step is a dictionary or memoised lookup plus, for the few links that might be
 pagination, the link's text: no step looks at the page's other links, so the cost grows with
@@ -56,7 +61,7 @@ from services.parser.markup import Alternative, Markup, Query
 
 # --- URL shapes ---------------------------------------------------------------------------
 
-VARIANT, NONE, FAMILY, FIRST, PAGED, CLEAN = -1, 0, 1, 2, 3, 4
+VARIANT, NONE, FAMILY, ADDED, FIRST, PAGED, CLEAN = -1, 0, 1, 2, 3, 4, 5
 
 PAGE_PARAMS = frozenset(
     {"page", "pg", "pag", "paged", "pagenum", "page_num", "pagenumber", "pageno", "page_no",
@@ -64,10 +69,12 @@ PAGE_PARAMS = frozenset(
      "pagina", "strona", "sayfa", "sida", "side", "sivu", "oldal", "stranica", "trang", "paging",
      "pgn", "_pgn"}
 )  # fmt: skip
-AMBIGUOUS_PARAMS = frozenset({"p"})  # a page on Magento, a post id on WordPress (?p=123)
+# ?p= is a page on Magento, a post id on WordPress (?p=123); ?o= an offset on some sites, the
+# sort column in Django's admin (?o=2): a pager's cue must say so.
+AMBIGUOUS_PARAMS = frozenset({"p", "o"})
 OFFSET_PARAMS = frozenset(
-    {"offset", "start", "from", "o", "limitstart", "skip", "startindex", "start_index",
-     "startrow", "begin", "b_start", "first_result"}
+    {"offset", "start", "from", "limitstart", "skip", "startindex", "start_index",
+     "startrow", "begin", "b_start", "first_result", "first"}
 )  # fmt: skip
 CURSOR_PARAMS = frozenset(
     {"cursor", "after", "before", "page_token", "pagetoken", "pagingtoken", "continue",
@@ -271,8 +278,10 @@ def relation(here: Shape, url: str) -> int:
         extra = set(cand.core) - set(here.core)
         added = extra and {k for k, _ in extra}.isdisjoint(k for k, _ in here.core)
         if extra and not (added and page_moved and all(v.isdigit() for _, v in extra)):
+            if added and page_moved and not here.page and not here.cursor and word is None:
+                return ADDED  # a first page's pager adds its own words (pn=10&rsv_t=…)
             return FAMILY  # a filter, a facet, another listing on the same path
-        loose = True
+        loose = True  # the pager adds numbers (thRange=15)
     if word is None:  # same path: the query decides
         if not (page_moved or cursor_moved):
             # the same page without a parameter (the pager's own link to it), or sorted,
@@ -323,7 +332,7 @@ _PAGER_BOXES = Query(
     Alternative('[class*="nav-links" i]', words=(b"nav-links",)),
 )
 _PAGER_BOX = re.compile(
-    r"pagin|pager|page-?nav|page_nav|paginav|page-?numbers|page-?links|nav-links"
+    r"pagin|pager|page-?nav|page_nav|paginav|page-?numbers|page-?links?|nav-links"
     r"|(?:^|\s)pages(?:\s|$)",
     re.I,
 )
@@ -367,6 +376,9 @@ _NUMBER = re.compile(
     r"\.?|\d{1,6}\s*[-–]\s*\d{1,6}",
     re.I,
 )
+# What a pager writes around a number: the gap beside its first or last page ("1 ...",
+# "... 86", Discuz!), an arrow beside its last (IPB's "9 →").
+_DECORATION = "«»‹›<>←→….· \u00a0-"
 MAX_PAGER_TEXT = 40  # "Next page »", "Older posts", "1", "Seite 3 von 12"…
 
 
@@ -390,6 +402,8 @@ def text_cues(text: str) -> Cues:
     if len(text) > MAX_PAGER_TEXT or "://" in text or "www." in text:
         return Cues(title=True)
     m = _NUMBER.fullmatch(text)
+    if m is None and (text[0] in _DECORATION or text[-1] in _DECORATION):
+        m = _NUMBER.fullmatch(text.strip(_DECORATION))
     if m:
         number = m.group(1) or text
         if len(number) == 4 and number[:2] in ("19", "20"):
@@ -456,10 +470,22 @@ class Pager:
         # may_extend's first test, inline: most paths differ in length by too much.
         return not 1 < len(path) - len(here.path) < 32 or not may_extend(here.path, path)
 
-    def declared(self, node: LexborNode | None) -> bool:
+    def declared(self, node: LexborNode | None, url: str) -> bool:
         """Whether a link the page declares as next or previous (``rel``) is one: not when it
-        reads like a title (a blog post's link to the next post)."""
-        return node is None or node.tag == "link" or not _cues(node).title
+        reads like a title (a blog post's link to the next post), nor when it leads to another
+        entry: a sibling path without a page number (WordPress's post navigation "Next Tablet
+        Q review", Joomla's "Weiter" to the next article)."""
+        if node is None or node.tag == "link":
+            return True
+        return not _cues(node).title and not self._to_another_entry(url)
+
+    def _to_another_entry(self, url: str) -> bool:
+        """``url`` is on another path that says no page and is none of this one's ancestors
+        (a blog's newest page is its home): an article's, not a listing's page."""
+        if relation(self.here, url) != NONE or is_paged_url(url):
+            return False
+        path = where(url)[1]
+        return not (path == "" or self.here.path.startswith(path + "/"))
 
     def paginates(
         self, url: str, node: LexborNode | None, attrs: dict[str, str | None] | None = None
@@ -473,6 +499,9 @@ class Pager:
         level = relation(here, url)
         if node is None or level == VARIANT:
             return level == CLEAN
+        if level == ADDED:  # a filter's link may add a page number too: its text must say page
+            cues = _cues(node)
+            return not cues.title and bool(cues.number or cues.words)
         if level < FIRST and not boxed:
             return False  # another listing or a filter, outside a pager widget
         cues = _cues(node)
@@ -490,8 +519,11 @@ class Pager:
             return bool(cues.number or cues.words or marked or boxed)
         if level == FIRST:  # the way back to page 1 is also the menu's and breadcrumb's link
             return cues.number == "1" or cues.words or marked or boxed
-        # another path or a filter variant, inside a pager widget: a page number or a pager word
-        return bool(cues.number or cues.words or cues.year)
+        # another path or a filter variant, inside a pager widget: a page number, or a pager
+        # word unless the path is another entry's ("‹ Previous" / "Next ›" between articles)
+        if cues.number or cues.year:
+            return True
+        return cues.words and not (level == NONE and self._to_another_entry(url))
 
 
 MAX_BOX_CANDIDATES = 2000  # elements with "pag" in their class, id or label

@@ -13,6 +13,7 @@ from selectolax.lexbor import LexborHTMLParser
 from services.parser.markup import Markup
 from services.parser.page import parse_page
 from services.parser.pagination import (
+    ADDED,
     CLEAN,
     FAMILY,
     FIRST,
@@ -50,7 +51,8 @@ def _kinds(url: str, body: str) -> dict[str, str]:
         ("/kategoria?strona=2", "/kategoria?strona=3", CLEAN),
         ("/s?q=tent&start=20", "/s?q=tent&start=40", CLEAN),
         ("/s?q=tent&offset=20", "/s?q=tent&offset=0", CLEAN),
-        ("/list?o=2", "/list?o=3", CLEAN),
+        ("/list?o=2", "/list?o=3", PAGED),  # an offset, or Django admin's sort column
+        ("/search?q=tent&first=11", "/search?q=tent&first=21", CLEAN),
         ("/sch/i.html?_nkw=lamp&_pgn=2", "/sch/i.html?_nkw=lamp&_pgn=3", CLEAN),
         ("/shop?product-page=2", "/shop?product-page=3", CLEAN),
         ("/api/lamps?page%5Bnumber%5D=2", "/api/lamps?page%5Bnumber%5D=3", CLEAN),
@@ -101,6 +103,9 @@ def _kinds(url: str, body: str) -> dict[str, str]:
         ("/c/lamps?page=2", "/c/lamps?page=2&sort=price", VARIANT),
         ("/c/lamps?page=2", "/c/lamps?limit=96", VARIANT),
         ("/c/lamps?page=2", "/c/lamps?page=3&color=red", FAMILY),
+        # from a first page without a number: a search's pager adds its own words, or a filter
+        ("/s?wd=tent", "/s?wd=tent&pn=10&rsv_t=ab12", ADDED),
+        ("/c/lamps", "/c/lamps?page=2&color=red", ADDED),
         ("/c/lamps", "/c/chairs?page=2", NONE),
         ("/p/123", "/p/124", PAGED),  # a cue decides: see below
         ("/2015/05/12/", "/2015/05/13/", NONE),
@@ -133,7 +138,10 @@ def test_pager_words(text: str) -> None:
     assert text_cues(text).words
 
 
-@pytest.mark.parametrize(("text", "number"), [("3", "3"), ("[4]", "4"), ("Page 5", "5")])
+@pytest.mark.parametrize(
+    ("text", "number"),
+    [("3", "3"), ("[4]", "4"), ("Page 5", "5"), ("1 ...", "1"), ("… 86", "86"), ("9 →", "9")],
+)
 def test_page_numbers(text: str, number: str) -> None:
     assert text_cues(text).number == number
 
@@ -208,6 +216,45 @@ def test_a_pager_whose_links_go_to_another_path() -> None:
     }
 
 
+def test_a_first_search_page_whose_pager_adds_its_own_parameters() -> None:
+    """Page 1 of a search has none of its pager's parameters; a filter's link that also sets
+    the page says no page number."""
+    url = "https://s.example/s?ie=utf-8&wd=tent"
+    page = "/s?wd=tent&amp;pn={}&amp;oq=tent&amp;ie=utf-8&amp;rsv_t=ab12"
+    body = f"""<div id="page"><strong>1</strong><a href="{page.format(10)}">2</a>
+      <a href="{page.format(20)}">3</a><a href="{page.format(10)}">下一页&gt;</a></div>
+      <div class="facets"><a href="/s?wd=tent&amp;pn=0&amp;rating=4">4★ &amp; up</a></div>"""
+    assert _pagination(url, body) == {
+        "https://s.example" + page.format(n).replace("&amp;", "&") for n in (10, 20)
+    }
+
+
+def test_prev_and_next_between_articles_are_not_pages() -> None:
+    """A post's navigation to its neighbours, by ``rel`` or in a box named pager: sibling
+    paths without a page number. The way to a blog's newest page (its home) still counts."""
+    url = "https://n.example/news/2016/04/council-approves-budget/"
+    body = """<div class="article-pager"><a href="/news/2016/04/bridge-closure/">‹ Previous</a>
+      <a href="/news/2016/04/school-opens/" class="next-article">Next ›</a></div>
+      <nav class="post-navigation"><a href="/news/2016/04/tram-line/" rel="prev">Previous</a>
+      <a href="/news/2016/04/tablet-q/" rel="next"><span>Next</span> Tablet Q review</a></nav>"""
+    assert _pagination(url, body) == set()
+    older = "https://b.example/search?updated-max=2016-03-18T11:07:00-05:00&max-results=7"
+    body = '<div class="blog-pager"><a class="blog-pager-newer-link" href="/">Newer Posts</a></div>'
+    assert _pagination(older, body) == {"https://b.example/"}
+
+
+def test_django_admin_sort_columns_are_not_pages() -> None:
+    url = "https://a.example/admin/orders/order/"
+    body = """<th><a href="?o=1">ID</a></th><th><a href="?o=2">Customer</a></th>
+      <th><a class="sortremove" href="?o=" title="Remove from sorting"></a></th>
+      <p class="paginator"><span class="this-page">1</span> <a href="?p=1">2</a>
+      <a href="?p=2" class="end">3</a></p>"""
+    assert _pagination(url, body) == {
+        "https://a.example/admin/orders/order/?p=1",
+        "https://a.example/admin/orders/order/?p=2",
+    }
+
+
 def test_blogger_older_posts_and_its_archive() -> None:
     url = "https://b.example/"
     older = "/search?updated-max=2016-03-18T11:07:00-05:00&amp;max-results=7"
@@ -248,6 +295,7 @@ def test_aria_labelled_pager_with_icon_links() -> None:
         '<nav Aria-Label="Pages">{}</nav>',
         '<nav aria-label="&#80;agination">{}</nav>',  # a reference spells the word
         '<ul class="pagination">{}</ul>',
+        '<p class="pagelink conl">{}</p>',  # FluxBB's
     ],
 )
 def test_pager_widgets_are_found_with_the_markup_as_without(widget: str) -> None:
