@@ -26,7 +26,7 @@ _SKU_LABELS = (
     r"product\s*(?:code|no\.?|number|id|ref(?:erence)?)|item\s*(?:#|no\.?|number|code|id)"
     r"|article\s*(?:no\.?|number|code)|art(?:ikel)?\.?\s*-?\s*n(?:r|o)\.?|artikelnummer"
     r"|artikelcode|bestell-?\s*(?:nr\.?|nummer)|produktnummer|sku|style\s*(?:#|no\.?|code)"
-    r"|stock\s*code|cat(?:alog(?:ue)?)?\.?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f\."
+    r"|stock\s*code|cat(?:alog(?:ue)?)?\.?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f(?:\.|(?=\s*:))"
     r"|r[ée]f[ée]rence(?:\s*(?:du\s*)?produit)?"
     r"|code\s*(?:article|produit)|c[óo]d(?:igo)?\.?(?:\s*(?:de|do|del)\s*(?:produto|producto"
     r"|art[íi]culo))?|id\s*(?:do\s*|del\s*)?produ(?:to|cto)|referencia(?:\s*(?:del\s*)?producto)?"
@@ -39,7 +39,12 @@ _SKU_LABELS = (
     r"|商品編號|商品编号|货号|貨號|商品番号|品番|商品コード|상품번호|품번"
     r"|cod\s*produs|cikksz[áa]m|term[ée]kk[óo]d|κωδικός(?:\s*προϊόντος)?|šifra(?:\s*proizvoda)?"
     r"|код\s*товару|mã\s*(?:sản phẩm|sp|hàng)|kode\s*(?:produk|barang)|รหัสสินค้า"
-    r"|anzeige(?:n-?(?:nr\.?|nummer))?|ad\s*(?:id|no\.?|number)|listing\s*(?:id|#|no\.?)"
+    r"|anzeige(?:n-?(?:nr\.?|nummer))?|ad\s*(?:id|no\.?|number)|listing\s*(?:id|#|no\.?)|web\s*id"
+    # classified sites' ad numbers
+    r"|advertentie-?nummer|inserat-?(?:id|nr\.?)|annonce-?nr\.?|n[°º]\s*d['’]annonce|annons-?id"
+    r"|finn-?kode|ilmoitusnumero|inzer[áa]t\s*č\.|id\s*(?:inzer[áa]tu|annuncio|oferty|ogłoszenia)"
+    r"|numer\s*(?:oferty|ogłoszenia)|ilan\s*no|hirdetéskód|(?:номер|№)\s*объявления"
+    r"|رقم\s*الإعلان|מספר\s*מודעה|lot\s*id"
     r"|lot\s*(?:#|no\.?|number)"
 )
 _MPN_LABELS = (
@@ -168,9 +173,16 @@ _LABEL_RUN = 80  # characters before a code looked at for its label
 
 def _clean(raw: str) -> str | None:
     code = raw.strip().rstrip(".-/_")
-    if len(code) < 3 or not any(c.isdigit() for c in code):
+    if len(code) < 3:
+        return None
+    if not any(c.isdigit() for c in code) and not _LETTER_CODE.fullmatch(code):
         return None  # words ("Details", "eingeben"), not codes
     return code
+
+
+# A code without digits: capitals in parts ("TN-HOOD-OAT", WooCommerce's and BigCommerce's
+# SKUs are often such), never a word.
+_LETTER_CODE = re.compile(r"[A-Z]{2,}(?:[-_./][A-Z]+)+")
 
 
 def is_item_url(url: str) -> bool:

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from services.parser.jsonld import Forest, as_list, first, resolve, types_of
 from services.parser.metatags import Fields
 from services.parser.microdata import TILE
-from services.parser.prices import best_offer, format_price, offer_terms
+from services.parser.prices import Term, best_offer, format_price, offer_terms
 from services.parser.selected import selected_terms
 from shared.urls import canonicalize
 
@@ -293,6 +293,7 @@ def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) 
         terms.extend(offer_terms(variant.get("offers"), index))
     best, availability = best_offer(terms)
     chosen = selected_terms(as_list(node.get("offers")), variants, index, page_url)
+    chosen = chosen or _offer_of_sku(node.get("offers"), index, sku)
     if chosen:
         chosen_best, chosen_availability = best_offer(chosen)
         best = chosen_best or best
@@ -305,6 +306,22 @@ def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) 
         _put(out, "brand", out.get("brand") or _brand(variant.get("brand"), index))
         _put(out, "image", out.get("image") or _image(variant.get("image"), index))
     return out
+
+
+def _offer_of_sku(offers: object, index: dict, sku: str | None) -> list[Term]:
+    """The terms of the one offer, among offers of several skus, whose sku is the product's
+    own: the variant the page shows (Notino's 50 ml of a 30/50/100 ml perfume)."""
+    if not sku:
+        return []
+    skus: dict[str, dict[str, Any]] = {}
+    for offer in as_list(offers)[:MAX_VARIANTS]:
+        offer = resolve(offer, index)
+        code = _ident(offer.get("sku")) if isinstance(offer, dict) else None
+        if code:
+            skus.setdefault(code, offer)
+    if len(skus) < 2 or sku not in skus:
+        return []
+    return offer_terms(skus[sku], index)
 
 
 def _offers_sku(offers: object, index: dict) -> str | None:

@@ -38,6 +38,15 @@ from services.parser.identifiers import is_item_url, labelled_codes, shows_code
             None,
             None,
         ),
+        # Codes of capitals in parts, without digits (WooCommerce, BigCommerce), but no words.
+        ('<span>SKU: <span class="sku">TN-HOOD-OAT</span></span>', "TN-HOOD-OAT", None, None),
+        ("<dt>SKU:</dt><dd data-product-sku>UGC-PLT-L-SPK</dd>", "UGC-PLT-L-SPK", None, None),
+        ("<p>SKU: Details</p>", None, None, None),
+        ("<p>SKU: N/A</p>", None, None, None),
+        ("<li>Web ID: 2345678</li>", "2345678", None, None),
+        ("<div>Advertentienummer: m1698234512</div>", "m1698234512", None, None),  # ads
+        ("<p>Номер объявления: 2345678901</p>", "2345678901", None, None),
+        ("<div>Réf : HP195161234567</div>", "HP195161234567", None, None),  # no point
         ("<p>Model: WX-200</p>", None, "WX-200", None),
         ("<p>Mfr. Part #: MP-77</p>", None, "MP-77", None),
         ("<p>Item model number: B0-12</p>", None, "B0-12", None),
