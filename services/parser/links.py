@@ -29,6 +29,7 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from schemas.messages import Link, LinkKind
 from schemas.source import LinkRule, Source
 from services.parser.jsonld import Forest, as_list, types_of
+from services.parser.listing import CART_PATHS
 from services.parser.markup import Alternative, Markup, Query
 from services.parser.pagination import Pager, declared_next, may_extend, where
 from shared.caching import CACHED_LENGTH, short_key_cache
@@ -55,8 +56,8 @@ _NOT_PRODUCT = re.compile(
     re.I,
 )
 _ACTION = re.compile(
-    r"add[-_]?to[-_]?(?:cart|basket|bag|wish)|/(?:cart|basket|checkout|wishlists?|compare"
-    r"|logout|signout|warenkorb|panier|carrito|carrello|winkelwagen|koszyk|kosik)(?:/|$|\?)"
+    rf"add[-_]?to[-_]?(?:cart|basket|bag|wish)|/(?:{CART_PATHS}|wishlists?|compare"
+    r"|logout|signout)(?:/|$|\?)"
     r"|/product_compare/|/wishlist/index/add"
     r"|[?&](?:add-to-cart|add_to_wishlist|action=(?:add|buy))",
     re.I,

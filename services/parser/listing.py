@@ -58,6 +58,53 @@ def reached_as_listing(url: str, kind: str | None, source: Source | None) -> boo
         return False
 
 
+# A basket's and a checkout's path segments, in the languages of the shops we meet: a link
+# there puts something in the basket (``links`` classifies such links as actions too).
+CART_PATHS = r"cart|basket|checkout|warenkorb|panier|carrito|carrello|winkelwagen|koszyk|kosik"
+# A shop's own pages that show products without being any one product's: the basket, the
+# checkout, the wish list, the comparison, the customer's account and its login, search
+# results, a product's reviews (path segments in the languages of the shops we meet), and
+# the category, search and brand routes of OpenCart, PrestaShop and Magento.
+_SHOP_PAGE = re.compile(
+    rf"/(?:{CART_PATHS}|bag|wishlists?|wish-list|compare|comparison|login|logout"
+    r"|signin|sign-in|register|account|my-account|kasse|merkzettel|wunschliste"
+    r"|commande|favoris|favoritos|preferiti|schowek|korzina|cesta|sacola|vergelijken"
+    r"|product-reviews)(?:/|$|\?|\.)"
+    # a search page is the path's last segment (OpenSooq's items live under /search/<id>)
+    r"|/(?:search|suche|recherche|busca|buscar|ricerca|szukaj)/?(?:$|\?)"
+    r"|/catalogsearch/|/catalog/category/view"
+    r"|[?&]route=(?:checkout|account)/|[?&]route=product/(?:compare|category|search|manufacturer)"
+    r"|[?&]controller=(?:cart|order|my-account|authentication|products-comparison|category"
+    r"|search|manufacturer)(?:&|$)",
+    re.I,
+)
+
+
+def is_shop_page(url: str) -> bool:
+    """``url`` is a shop's basket, checkout, wish list, comparison, account, login, search,
+    reviews or category page: no product's own, however many products, prices and buttons
+    it shows."""
+    return _SHOP_PAGE.search(url.partition("#")[0]) is not None
+
+
+def links_elsewhere(control: LexborNode, page_urls: set[str], base: str) -> bool:
+    """A buy control that is a link to another page (a promotion's or a gift guide's "Buy
+    now", a card's "Select options"): the way to a product's page, not a buy box. A link
+    that puts the product in the basket (``/cart/add?…``, ``?add-to-cart=42``) is one."""
+    if control.tag != "a":
+        return False
+    url = _other_url(control, page_urls, base)
+    return url is not None and _ADDS.search(url) is None
+
+
+_ADDS = re.compile(  # and an auction's bid, a classified ad's offer or reply to its seller
+    rf"add[-_]?to[-_]?(?:cart|basket|bag)|/(?:{CART_PATHS}"
+    r"|bid|bids|place-bid|make-offer|reply|contact)(?:/|$|\?)"
+    r"|[?&](?:add-to-cart|action=(?:add|buy|bid)|buy(?:_now)?|bid)=?",
+    re.I,
+)
+
+
 def cards_link_elsewhere(
     buttons: list[LexborNode],
     page_urls: set[str],

@@ -29,7 +29,7 @@ from services.parser.decode import decode_html_utf8
 from services.parser.jsonld import Forest
 from services.parser.jsonld import extract as extract_jsonld
 from services.parser.links import Rules, extract_links
-from services.parser.listing import reached_as_listing
+from services.parser.listing import is_shop_page, reached_as_listing
 from services.parser.markup import Markup
 from services.parser.metatags import Fields, extract_metatags, og_fields
 from services.parser.microdata import extract_microdata, extract_rdfa
@@ -193,7 +193,7 @@ def _product(
     page_urls = {u for u in (canonicalize(url), canonical) if u}
     # A listing's page has no product; only a structured product that names this very page
     # as its URL overrides that (a product page reached through a mis-classified link).
-    listing = reached_as_listing(url, kind, source)
+    listing = reached_as_listing(url, kind, source) or is_shop_page(url)
     meta = _guard("metatags", url, lambda: extract_metatags(tree))
     heading = meta.first("og:title") if meta is not None else None
     heading = heading or _page_title(tree)
@@ -220,8 +220,7 @@ def _product(
         found = _guard("structured", url, extract)
         verdict = select_main(found, page_urls, titles) if found is not None else None
         if (
-            name != "jsonld"
-            and verdict is not None
+            verdict is not None
             and verdict.node is not None
             and names_another_page(verdict.node, page_urls, titles)
         ):

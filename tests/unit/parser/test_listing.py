@@ -9,6 +9,7 @@ import pytest
 
 from schemas.source import Source
 from services.parser.formats import parse_payload
+from services.parser.listing import is_shop_page
 
 CORPUS = Path(__file__).parent / "corpus"
 PAGE = (CORPUS / "listing_reached_as_pagination.html").read_bytes()
@@ -96,3 +97,25 @@ def test_a_card_with_a_brand_logo_is_still_a_card() -> None:
     )
     body = f"<h1>Scarves</h1><ul>{card}</ul>"
     assert parse_payload(_page(body), "https://shop.example.com/c/scarves").product is None
+
+
+@pytest.mark.parametrize(
+    ("url", "shop_page"),
+    [
+        ("https://s.example/basket/", True),
+        ("https://s.example/de/warenkorb", True),
+        ("https://s.example/account/login", True),
+        ("https://s.example/search?q=tent", True),
+        ("https://s.example/catalogsearch/result/?q=tent", True),
+        ("https://s.example/product-reviews/B08T5QN7ZQ/?pageNumber=2", True),
+        ("https://s.example/index.php?route=product/category&path=20_27&page=3", True),
+        ("https://s.example/index.php?controller=cart&action=show", True),
+        # a product's own page, whatever words its slug holds
+        ("https://s.example/products/cart-organizer-tray", False),
+        ("https://s.example/index.php?route=product/product&product_id=42", False),
+        ("https://s.example/p/search-light-200lm", False),
+        ("https://jo.s.example/ar/search/145678901/toyota-camry-2016", False),  # an ad's page
+    ],
+)
+def test_a_shops_basket_account_search_and_category_pages(url: str, shop_page: bool) -> None:
+    assert is_shop_page(url) is shop_page
