@@ -75,7 +75,13 @@ SOLD_OUT_WORDS = re.compile(
     r"|back in stock soon|\bno stock\b|^\W*unavailable\W*$|tillfälligt slut|slut i lager"
     r"|loppu varastosta|tilapäisesti loppu|loppunut|在庫なし|在庫無し|品切れ|无货|無貨|售罄"
     r"|재고 ?없음|нет на складе|нет в продаже|fora de estoque|fora de stock|sem stock"
-    r"|نفدت? (?:الكمية|من المخزون)|نفذت? من المخزون|غير متاح|אזל ה?מלאי|אין במלאי|לא במלאי",
+    r"|نفدت? (?:الكمية|من المخزون)|نفذت? من المخزون|غير متاح|אזל ה?מלאי|אין במלאי|לא במלאי"
+    # an auction that has ended, a classified ad taken down, sold or reserved
+    r"|bidding (?:has )?ended|auction (?:has )?(?:ended|closed)|angebot (?:wurde )?beendet"
+    r"|auktion (?:ist )?beendet|annonce (?:est )?désactivée|снято с публикации|オークションは終了"
+    r"|^\W*(?:sold|verkauft|vendido|vendida|venduto|vendu|solgt|såld|myyty|prodáno|sprzedan[eya]"
+    r"|продано|satıldı|נמכר|reserviert|reservado|reservada|gereserveerd|réservé|riservato"
+    r"|zarezerwowan[eya])\W*$",
 )
 IN_STOCK_WORDS = re.compile(
     r"\bin[- ]stock\b|available now|available to (?:ship|order|buy)|available online"

@@ -94,13 +94,15 @@ def _price(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
     structured = parse_price(fields.get("price"))
     if structured is None or shown.price is None or shown.price == structured:
         return
-    if not shown.price_marked:  # an amount read without price markup never overrides
-        return
     if structured in shown.old_prices:
-        if shown.price < structured:  # a sale: the regular price is shown struck through
+        # A sale: the regular price is shown struck through or labelled ("MRP: ₹649"), the
+        # price after it is paid, whether or not its element is marked as a price.
+        if shown.price < structured:
             fields["price"] = format_price(shown.price)
         return
-    if structured not in shown.shown_prices:
+    if not shown.price_marked:  # an amount read without price markup never overrides
+        return
+    if not shown.shows(structured):
         # The page never shows the structured price (a starting bid, a stale feed price):
         # the price it shows is the one that holds.
         shown_text, structured_text = format_price(shown.price), format_price(structured)

@@ -41,6 +41,7 @@ from services.parser.variants import expand as expand_variants
 from services.parser.visible import (
     Visible,
     find_buttons,
+    read_disabled_sold_out,
     read_stock_label,
     read_visible,
     shown_only_in_cards,
@@ -242,9 +243,23 @@ def _product(
     levels.append(("opengraph", og_fields(meta) if meta is not None and meta.is_product else {}))
     if decided is None and not veto and levels[-1][1]:
         decided = len(levels) - 1
-    # Buy controls cost walks of the tree: looked for only when a layout could be a product's.
-    if decided is None and not veto and not listing and shown.name and shown.price is not None:
+    # Buy controls cost walks of the tree: looked for only when a layout could be a product's,
+    # or for an OpenGraph product that says no stock state (its buy box may say sold out) or
+    # no price: og:type=product is what some shops put on every page, categories too, and a
+    # page whose only buy controls are its cards' (a category's last page) is no product's.
+    by_og = decided is not None and decided == len(levels) - 1
+    unstated = by_og and not any("availability" in f for _, f in levels)
+    unpriced = by_og and "price" not in levels[-1][1]
+    if (
+        (decided is None or unstated or unpriced)
+        and not veto
+        and not listing
+        and (shown.name or unpriced)
+        and (shown.price is not None or unstated or unpriced)
+    ):
         _guard("buttons", url, lambda: find_buttons(tree, shown, page_urls, base, markup))
+    if unpriced and shown.carded and not shown.closed_box:
+        decided = None
     by_layout = decided is None and not veto and not listing and shown.is_product_layout
     if (
         (decided is not None or by_layout)
@@ -254,6 +269,13 @@ def _product(
         # A product without a state, structured or marked: a labelled one ("Availability:
         # Out Of Stock"), read only here, where it is a product's (a scan of the markup)
         _guard("stock label", url, lambda: read_stock_label(shown, markup))
+    stated = levels[decided][1].get("availability") if decided is not None else None
+    if structured is not None and normalize_availability(stated) == "in_stock":
+        # In stock by its structured data, no state marked on the page: a disabled button
+        # that says sold out is the page's word (read before the visible level is taken).
+        _guard(
+            "sold out", url, lambda: read_disabled_sold_out(tree, shown, page_urls, base, markup)
+        )
     levels.append(("visible", shown.fields()))
     if by_layout:
         decided = len(levels) - 1

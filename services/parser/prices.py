@@ -133,6 +133,14 @@ _SYMBOLS: tuple[tuple[str, str], ...] = (
     ("₾", "GEL"),
     ("₼", "AZN"),
     ("₦", "NGN"),
+    ("GH₵", "GHS"),
+    ("₵", "GHS"),
+    ("৳", "BDT"),
+    ("ر.س", "SAR"),  # Arabic abbreviations of the Gulf's and Egypt's currencies
+    ("د.إ", "AED"),
+    ("ر.ق", "QAR"),
+    ("د.ك", "KWD"),
+    ("ج.م", "EGP"),
 )  # A lone "$" is not here: dollars of a dozen countries share it (the rule: "unambiguous").
 # Codes shops still send for a currency that has a new one: the Russian rouble's pre-1998
 # code, the Belarusian rouble's pre-2016 one.
@@ -149,18 +157,23 @@ _WORD_SYMBOLS = {
     "rp": "IDR",
     "kn": "HRK",
     "r": "ZAR",
+    "ksh": "KES",
+    "tsh": "TZS",
+    "ush": "UGX",
 }
-_WORD_SYMBOL = re.compile(r"(?<![^\W\d_])(lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])")
+_WORD_SYMBOL_NAMES = r"lei|Ft|TL|S?Fr\.|RM|Rp|kn|R|K[Ss]h|T[Ss]h|U[Ss]h"
+_WORD_SYMBOL = re.compile(rf"(?<![^\W\d_])({_WORD_SYMBOL_NAMES})(?![^\W\d_])")
 _CODE_IN_TEXT = re.compile(r"(?<![A-Za-z])([A-Z]{3})(?![A-Za-z])")
 # A currency as shown beside an amount: a symbol (the shared "$", "kr", "Rs" too), a word
 # symbol or a known code. ``_MONEY``: a text that is an amount with its currency; ``_CURRENCY``:
 # a text that is only a currency (the span beside a split price's number).
 _MARK = "|".join(
     [re.escape(symbol) for symbol, _ in _SYMBOLS]
-    + [r"\$", r"(?<![^\W\d_])(?:kr|Rs\.?|lei|Ft|TL|S?Fr\.|RM|Rp|kn|R)(?![^\W\d_])"]
+    + [r"\$", rf"(?<![^\W\d_])(?:kr|Rs\.?|{_WORD_SYMBOL_NAMES})(?![^\W\d_])"]
     + [rf"(?<![A-Za-z])(?:{'|'.join(sorted(ISO_CODES | _RETIRED.keys()))})(?![A-Za-z])"]
 )
-_AMOUNT = r"\d[\d.,'’\u00a0\u202f\u2009 ]*(?:[.,][-–]+)?"  # thin spaces group Russian amounts
+# thin spaces group Russian amounts; U+066C/U+066B are Arabic's separator and decimal mark
+_AMOUNT = r"\d[\d.,'’\u00a0\u202f\u2009\u066c\u066b ]*(?:[.,][-–]+)?"
 # The whole text is the amount and its currency, after at most a short label ("Price:") and
 # before at most a short note in brackets:
 # "EOS R5" or "Model R 200" in a spec line is no price.
@@ -170,6 +183,7 @@ _MONEY = re.compile(
     r"\s*(?:\([^()]{0,15}\))?\s*\*{0,2}\s*"  # "(税込)", "(incl. VAT)"; "€ *" (a VAT note)
 )
 _CURRENCY = re.compile(rf"\s*(?:{_MARK})\s*[.:]?\s*")
+_MONEY_IN_TEXT = re.compile(rf"(?:{_MARK})\s*{_AMOUNT}|{_AMOUNT}\s*(?:{_MARK})")
 
 
 def parse_price(value: object) -> Decimal | None:
@@ -202,7 +216,13 @@ def euro_as_point(text: str) -> bool:
     return "€" in text and _SYMBOL_POINT.search(text) is not None
 
 
+# Arabic's own thousands separator and decimal mark, as their ASCII counterparts.
+_ARABIC_MARKS = str.maketrans({"\u066c": ",", "\u066b": "."})
+
+
 def _parse_localized(text: str) -> Decimal | None:
+    if "\u066c" in text or "\u066b" in text:
+        text = text.translate(_ARABIC_MARKS)  # "٣٬٤٩٩ ر.س": 3,499 riyals
     if "€" in text:
         text = _SYMBOL_POINT.sub(r"\1,\2 €", text)
     m = _NUMBER.search(text)
@@ -299,6 +319,16 @@ def shows_money(text: str) -> bool:
     if "€" in text:
         text = _SYMBOL_POINT.sub(r"\1,\2 €", text)
     return _MONEY.fullmatch(text) is not None
+
+
+def amounts_in(text: str) -> list[Decimal]:
+    """Every amount written with its currency in a shown text ("899,99 € 799,99 €")."""
+    out = []
+    for match in _MONEY_IN_TEXT.finditer(text):
+        amount = parse_price(match.group(0))
+        if amount is not None and amount > 0:
+            out.append(amount)
+    return out
 
 
 def is_currency(text: str) -> bool:

@@ -253,13 +253,22 @@ def same_product(a: Fields, b: Fields) -> bool:
         if key in a and key in b:
             return a[key].lstrip("0").casefold() == b[key].lstrip("0").casefold()
     # Names compared by their letters and digits: "VADHOLMA Rack - black" is the title
-    # "VADHOLMA<br>Rack, black" shown as text.
+    # "VADHOLMA<br>Rack, black" shown as text. Or by their words: an og:title is often the
+    # shown title shortened ("Charter Club Cashmere Crewneck Sweater" for "Charter Club
+    # Women's 100% Cashmere Crewneck Sweater, Created for Macy's").
     name_a, name_b = _letters(a.get("name", "")), _letters(b.get("name", ""))
-    return not (name_a and name_b) or name_a in name_b or name_b in name_a
+    if not (name_a and name_b) or name_a in name_b or name_b in name_a:
+        return True
+    words_a, words_b = _words(a["name"]), _words(b["name"])
+    return words_a <= words_b or words_b <= words_a
 
 
 def _letters(text: str) -> str:
     return _NOT_ALNUM.sub("", text.casefold())
+
+
+def _words(text: str) -> set[str]:
+    return set(_NOT_ALNUM.split(text.casefold())) - {""}
 
 
 _NOT_ALNUM = re.compile(r"[\W_]+")  # \w is str.isalnum() and "_"

@@ -35,6 +35,7 @@ buy box where the structured data says InStock.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -43,17 +44,19 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 from schemas.messages import Availability
 from services.parser.availability import says_sold_out, shown_state
 from services.parser.identifiers import is_item_url
-from services.parser.listing import cards_link_elsewhere, outermost
+from services.parser.listing import cards_link_elsewhere, links_elsewhere, outermost
 from services.parser.markup import Alternative, Markup, Query, class_and_id, marks_of
 from services.parser.microdata import in_tile_container
 from services.parser.prices import (
+    amounts_in,
     currency_in_text,
     euro_as_point,
     format_price,
     parse_price,
     shared_symbol,
+    shows_money,
 )
-from services.parser.unmarked import following, unmarked_amount
+from services.parser.unmarked import following, labelled_old, unmarked_amount
 from shared.caching import short_key_cache
 
 Fields = dict[str, str]
@@ -99,6 +102,7 @@ _BUTTONS = Query(
     Alternative('[onclick*="cart" i]', (b"onclick",), (b"cart",)),
     Alternative('[onclick*="basket" i]', (b"onclick",), (b"basket",)),
 )  # fmt: skip
+_LINK_BUTTONS = Query(Alternative('a[class*="button" i]', words=(b"button",)))
 # A control that calls the shop's buy script (``javascript:buy_process(…)``, ``onclick=
 # "addToCart(42)"``), whatever its words say: older shops' buy boxes are links like that.
 _BUY_SCRIPT = re.compile(
@@ -108,7 +112,7 @@ _BUY_SCRIPT = re.compile(
 )
 _BUY_WORDS = re.compile(
     r"add to (?:cart|basket|bag|trolley)|add to your (?:basket|bag|cart)|buy now|buy it now"
-    r"|in den (?:warenkorb|einkaufswagen)|ajouter au panier|añadir al carrito|agregar al carrito"
+    r"|in den (?:warenkorb|einkaufswagen)|ajouter au panier|(?:añadir|agregar) al carr(?:ito|o)"
     r"|aggiungi al carrello|adicionar (?:ao|à) (?:carrinho|sacola)|in (?:de )?winkelwagen"
     r"|dodaj do koszyka|do košíka|do košíku|lägg i varukorg|læg i kurv|legg i handlekurv"
     r"|lisää ostoskoriin|sepete ekle|lisa ostukorvi|pievienot grozam|į krepšelį|в корзину"
@@ -119,12 +123,23 @@ _BUY_WORDS = re.compile(
     r"|añadir a la (?:cesta|bolsa)"
     r"|agregar a la bolsa|ielikt grozā|adicionar ao cesto|winkelmand|tilføj til kurv"
     r"|add to order|order now|jetzt bestellen|pedir ahora|ordina ora|^\s*do koszyka\s*$"
+    # A pre-order is how a product not yet out is bought.
+    r"|^\s*pre-?order(?: now)?\s*$|vorbestellen|précommander|προπαραγγελία|предзаказ|予約する"
     # An auction's bid and a classified ad's contact are how its item is bought.
     r"|place (?:a |your )?bid|submit bid|bid now|make (?:an )?offer|fai un['’]offerta"
     r"|gebot abgeben|faire une offre|hacer una oferta|chat with (?:the )?seller"
     r"|contact (?:the )?seller|message (?:the )?seller|verkäufer kontaktieren"
     r"|contactar (?:al |con el )?vendedor|contacter le vendeur|contatta (?:il )?venditore"
     r"|napisz do sprzedającego|написать продавцу"
+    # classified ads' own words for it: write to the advertiser, show their phone, reply
+    r"|nachricht schreiben|send (?:a )?message|envoyer un message|invia (?:un )?messaggio"
+    r"|enviar mensaje|enviar mensagem|send melding|skicka meddelande|send besked"
+    r"|lähetä viesti|napsat zprávu|napísať správu|napisz wiadomość|mesaj gönder|üzenet küldése"
+    r"|написать сообщение|показать (?:телефон|номер)|показати телефон|show (?:phone )?number"
+    r"|contact (?:the )?(?:advertiser|dealer|owner)|anbieter kontaktieren|contacter l['’]annonceur"
+    r"|contatta l['’]inserzionista|enquire now|שלח הודעה|إرسال رسالة|أرسل رسالة"
+    r"|^\s*(?:reply|chat|bericht|reageer|kontakt|contact|contacter|contactar|contattare"
+    r"|nachricht|message|mensaje|mensagem|melding|viesti|zpráva|wiadomość)\s*$"
     r"|^\s*(?:kontaktieren|bieten|enchérir|pujar|licytuj|купить|купити|купи|comprar|kaufen"
     r"|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
     r"|kúpiť|köp|kjøp|osta|buy|cumpăr[aă]|vásárlás|αγορά|mua ngay|beli(?: sekarang)?|satın al"
@@ -132,6 +147,14 @@ _BUY_WORDS = re.compile(
     r"|購買|購入する|立即購買|立即购买|구매하기|바로구매|장바구니)\s*$"
     r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기",
 )  # lower case: matched against ``_label`` (one regex over a lowered label, not case-blind)
+# "Notify me when available" in the languages of the shops we meet (lower case, as _BUY_WORDS).
+_NOTIFY_WORDS = re.compile(
+    r"notify me|email me when|e-mail me when|let me know when|alert me when|back in stock alert"
+    r"|benachrichtig|verfügbarkeit anfragen|m['’]avertir|m['’]alerter|prévenez-moi|avísame"
+    r"|avisarme|avise-me|me avise|avvisami|powiadom|upozornit|értesítést kérek|informeer mij"
+    r"|уведомить о поступлении|сообщить о поступлении|сообщить о наличии|повідомити про наявність"
+    r"|入荷お知らせ|再入荷|到货通知|到貨通知|재입고 알림"
+)
 _MAX_BUTTONS = 300
 _MAX_CONTROLS = 40  # more add-to-cart controls outside recommendation rows: a grid
 _PRICE_NODES = Query(
@@ -139,6 +162,19 @@ _PRICE_NODES = Query(
     Alternative('[class*="price" i]', words=(b"price",)),
     Alternative('[id*="price" i]', words=(b"price",)),
     Alternative('[itemprop="price"]', values=((b"itemprop", b"price"),)),
+)
+# A page without <h1> may title its product in an element classed so (Coupang's
+# prod-buy-header__title is an <h2>, VTEX's productName a <div>, Rakuten's item_name a <span>).
+_NAME_NODES = Query(
+    Alternative('[class*="product-name" i]', words=(b"product-name",)),
+    Alternative('[class*="product-title" i]', words=(b"product-title",)),
+    Alternative('[class*="productname" i]', words=(b"productname",)),
+    Alternative('[class*="producttitle" i]', words=(b"producttitle",)),
+    Alternative('[class*="product_name" i]', words=(b"product",)),  # "_": &lowbar;
+    Alternative('[class*="product_title" i]', words=(b"product",)),
+    Alternative('[class*="item-name" i]', words=(b"item-name",)),
+    Alternative('[class*="item_name" i]', words=(b"item",)),
+    Alternative('[class*="page-title" i]', words=(b"page-title",)),  # OpenCart's Journal theme
 )
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
 # Card prices passed over before the reading stops: each costs a climb and queries of the
@@ -149,10 +185,21 @@ _AFTER_HEADING = 2000  # nodes after a lower-heading title looked at for its fir
 _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles, instalments)
 # Not after "with-"/"has-": the element has an old price beside it (Shopware's current price is
 # ``product-detail-price with-list-price``), it is not that price.
+# Old-price words that are no part of other words, marking an old price wherever they stand.
+_OLD_ANYWHERE = r"strike|crossed|line-?through|(?<![a-z])lthr|rrp|msrp|uvp"
 _OLD_WORDS = (
-    r"(?<!b)old|was|compare|strike|crossed|list[-_]?price|rrp|msrp|uvp|original|before|initial"
+    rf"(?<!b)old|was|compare|{_OLD_ANYWHERE}|list[-_]?price|(?<![a-z])mrp|origin|before|initial"
 )
 _OLD = re.compile(rf"(?<!with[-_])(?<!has[-_])(?:{_OLD_WORDS}|regular)", re.I)
+# An old-price mark on a part of a price box that does not say "price" (x-kom's
+# <div class="old">, Cdiscount's fpStriked): the words that are no part of other words, or
+# the others as whole class words ("old", not "holder"; "regular", not "font-regular").
+_OLD_PART = re.compile(
+    rf"{_OLD_ANYWHERE}"
+    r"|(?:^|\s)(?:old|was|before|regular|original|origin|initial|compare)(?:$|\s|[-_])"
+    r"|[-_](?:old|was|before|original|origin|initial|compare)(?:$|\s)",
+    re.I,
+)
 # The old-price words but "regular": a price marked only "regular", unstruck, with no
 # other price beside it, is the price (the non-sale one), not an old one.
 _OLD_BUT_REGULAR = re.compile(rf"(?<!with[-_])(?<!has[-_])(?:{_OLD_WORDS})", re.I)
@@ -166,13 +213,26 @@ _NOT_A_PRICE = re.compile(
 _SALE = re.compile(r"sale|special|promo|offer|now|current|final|reduced|deal", re.I)
 _SALE_AFTER = 3
 _NOW = re.compile(
-    r"(?<![^\W\d_])(?:now|jetzt|nur noch|ahora|maintenant|agora|adesso|nu|teraz|сейчас)"
+    r"(?<![^\W\d_])(?:now|jetzt|nur noch|ahora|maintenant|agora|adesso|nu|teraz|сейчас|por)"
     r"(?![^\W\d_])\s*:?\s*(?=\D{0,6}\d)",
     re.I,
 )
+_WORD = re.compile(r"[^\W_]{2,}")
 _TITLE_PARTS = re.compile(r"\s+[|–—:-]\s+|\s*\|\s*")  # "Name | Shop", "Name - Shop"
 _UNSHOWN = ("meta", "link", "input", "script", "style", "option", "select", "noscript", "template")
-_PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*%")
+# A multi-buy offer beside the unit price: "2 for $7.00", "Buy 3 for £10", "3 für 5 €".
+_MULTI_BUY = re.compile(
+    r"(?:buy\s+|kaufe\s+)?(?<![\d.,])\d{1,2}\s+(?:for|für|pour|por|per|za|за)\s*\D{0,4}\d[\d.,]*",
+    re.I,
+)
+# A price the page shows without its tax beside the one with it (Japanese shops' 税抜 and
+# 税込, B2B shops' "excl. VAT"): the shopper pays the other one, when there is one.
+_EXCL_TAX = re.compile(
+    r"税抜|税別|本体価格|excl\.?\s*(?:vat|tax|mwst)|ex\.?\s*(?:vat|tax)|exkl\.?\s*mwst"
+    r"|zzgl\.?\s*mwst|hors taxes|\bhtva?\b|без ндс|bez vat|netto",
+    re.I,
+)
+_PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*[%٪％]")  # Arabic and full-width signs too
 _STRUCK_TAGS = ("del", "s", "strike")
 _LINE_THROUGH = re.compile(r"line-through", re.I)
 # Text for screen readers only: the usual utility classes (Bootstrap, WordPress, Tailwind,
@@ -249,6 +309,15 @@ class Visible:
     # No buy control at all, yet one product's page: a sold-out notice outside cards, or a
     # marketplace item's URL (an ended auction, a sold ad): a buy box that is closed.
     closed_box: bool = False
+    # Buy controls were found, every one in a card that links to another page: a listing's.
+    carded: bool = False
+    box_text: str = ""  # the text the price was read from (its box's, its old parts left out)
+
+    def shows(self, price: Decimal) -> bool:
+        """The page shows ``price`` as a current price: read as one, or among the amounts of
+        the main price's box (a structured price beside an old one that no mark tells apart:
+        Darty's prix_barre, Teknosa's prc-first). The box's amounts are read on demand."""
+        return price in self.shown_prices or price in amounts_in(self.box_text)
 
     def fields(self) -> Fields:
         out: Fields = {}
@@ -294,20 +363,28 @@ def read_visible(
     # One walk of the tree for the titles and the price elements: _PRICE_NODES holds every
     # h1, in document order.
     nodes = _PRICE_NODES.select(tree, markup)
-    h1s = [node for node in nodes if node.tag == "h1"]
+    # An <h1> that is only an amount is the price set as a heading beside the title's
+    # (osCommerce 2.3's <h1 style="float: right">$299.99</h1>), not a title.
+    h1s = [node for node in nodes if node.tag == "h1" and not _is_amount(node)]
     title = _title(h1s, title_hint)
-    if title is None and len(h1s) > 1:
-        # Cards of other products in <h1>s, none the page's: its title is then a lower
-        # heading that the page's <title> names.
+    if title is None and len(h1s) != 1:
+        # Cards of other products in <h1>s, none the page's, or no <h1> at all: its title is
+        # then a lower heading, or an element classed as the product's name, that the page's
+        # <title> names.
         title = _title(tree.css("h2"), title_hint, must_name=True)
+        if title is None and not h1s:
+            title = _title(_NAME_NODES.select(tree, markup), title_hint, must_name=True)
     if title is not None:
         out.name = " ".join(title.text(deep=True, separator=" ").split()) or None
         out.title = title
+        if len(h1s) > 1 and out.name and title_hint:
+            out.name = _joined_name(h1s, title, out.name, title_hint)
     cards = (page_urls, base) if page_urls is not None and base is not None else None
     first_card = _read_prices(nodes, title, out, memo, cards)
     if out.price is None and title is not None:
         _unmarked_price(title, out, first_card)
-    out.stock, out.stock_node = _stock_of(_STOCK_NODES, tree, memo, markup)
+    places = (cards[0], cards[1], out.title) if cards is not None else None
+    out.stock, out.stock_node = _stock_of(_STOCK_NODES, tree, memo, markup, places)
     return out
 
 
@@ -326,30 +403,36 @@ def find_buttons(
     memo: dict[int, bool] = {}
     # A recommendation row's cards carry add-to-cart buttons of their own (dozens on a
     # furniture shop's page): they are no part of the buy box, and no grid of the page's own.
-    every = _marked_controls(tree, markup)
+    # A buy control that links to another page leads to a product, it does not buy one.
+    every = [c for c in _marked_controls(tree, markup) if not links_elsewhere(c, page_urls, base)]
     controls = [c for c in every if not in_tile_container(c, memo)]
     if not controls:
         # None marked, or every marked one a recommendation card's (IKEA's rows mark theirs,
         # its buy box does not): the page's own may be known by its words.
-        every = _worded_controls(tree, markup)
+        every = [
+            c for c in _worded_controls(tree, markup) if not links_elsewhere(c, page_urls, base)
+        ]
         controls = [c for c in every if not in_tile_container(c, memo)]
     item = any(is_item_url(u) for u in (*page_urls, base))
-    if (
-        controls
-        and len(controls) <= _MAX_CONTROLS
-        and (
-            item
-            or not cards_link_elsewhere(controls, page_urls, base, every=every, title=shown.title)
-        )
-    ):
+    carded = bool(controls) and not item
+    if carded:
+        carded = cards_link_elsewhere(controls, page_urls, base, every=every, title=shown.title)
+    shown.carded = carded
+    if controls and len(controls) <= _MAX_CONTROLS and not carded:
         # A cart form, its button and the button's label are one control (counted once;
         # the card check above climbs from each, the innermost first).
         shown.buttons = outermost(controls)
     elif not controls and item:
         shown.closed_box = True  # the auction has ended, the ad is sold: still the item's page
-    elif not controls:
+    elif not controls or carded:
+        # No control of the page's own: none at all, or only those of a row of other
+        # products' cards (Aspro's "bought with this" row under a sold-out product).
         if shown.stock is None:
-            shown.stock, shown.stock_node = _stock_of(_MORE_STOCK_NODES, tree, memo, markup)
+            places = (page_urls, base, shown.title)
+            shown.stock, shown.stock_node = _stock_of(_MORE_STOCK_NODES, tree, memo, markup, places)
+        if shown.stock is None:
+            shown.stock_node = _notify_control(tree, markup, memo)
+            shown.stock = "out_of_stock" if shown.stock_node is not None else None
         if shown.stock == "out_of_stock" and shown.stock_node is not None:
             # Sold out, the buy button gone: the notice stands in for it, unless it sits in
             # a card that links elsewhere (a grid of sold-out items).
@@ -381,12 +464,47 @@ def _title(
     named = {text: i for i, text in reversed(list(enumerate(texts))) if text and text in wanted}
     if named:
         longest = max(named, key=len)
-        return titles[named[longest]] if all(t in longest for t in named) else None
+        if all(t in longest for t in named):
+            return titles[named[longest]]
+        # Two headings that the title names together: a brand's and the product's (Myntra's
+        # "Roadster" and "Men Blue Slim Fit Jeans"); the title is read from the first.
+        first = min(named.values())
+        pair = texts[first : first + 2]
+        return titles[first] if len(named) == 2 and " ".join(pair) in wanted else None
     head = _TITLE_PARTS.split(wanted, maxsplit=1)[0].strip()
     if len(head) < 8:
         return None
     starting = {i for i, text in enumerate(texts) if text.startswith(head)}
-    return titles[starting.pop()] if len(starting) == 1 else None
+    if len(starting) == 1:
+        return titles[starting.pop()]
+    if must_name:
+        # A lower heading that says the title's words in its own way ("Kettenblatt 34 Zähne
+        # BCD 104 schmal-breit" for "Kettenblatt 34Z BCD 104 - Shop"): the one that holds
+        # half the words of the title's first part or more, at least two.
+        head_words = set(_WORD.findall(head))
+        sharing = [
+            i
+            for i, text in enumerate(texts)
+            if len(shared := set(_WORD.findall(text)) & head_words) >= 2
+            and 2 * len(shared) >= len(head_words)
+        ]
+        return titles[sharing[0]] if len(sharing) == 1 else None
+    return None
+
+
+def _is_amount(node: LexborNode) -> bool:
+    text = node.text(deep=True, separator=" ").strip()
+    return bool(text) and len(text) < 30 and shows_money(text)
+
+
+def _joined_name(h1s: list[LexborNode], title: LexborNode, name: str, hint: str) -> str:
+    """The name when the title's heading and the next one are named together (brand, then
+    product), else the title's own."""
+    at = next((i for i, h in enumerate(h1s) if h.mem_id == title.mem_id), len(h1s))
+    if at + 1 >= len(h1s):
+        return name
+    joined = name + " " + " ".join(h1s[at + 1].text(deep=True, separator=" ").split())
+    return joined if joined.casefold() in " ".join(hint.split()).casefold() else name
 
 
 # --- price ---------------------------------------------------------------------------------
@@ -402,7 +520,8 @@ def _read_prices(
     """The prices of ``nodes`` (the page's ``_PRICE_NODES``) from the title on. ``cards``:
     the page's URLs and base, to leave out the prices of cards that link elsewhere until
     the main price is found (OpenCart's "Related Products" are a row of cards under a
-    heading, in no container that says so). Returns the first card price passed over."""
+    heading, in no container that says so). Returns the first price passed over as a card's or
+    a recommendation row's: where a reading of unmarked amounts stops."""
     start = 0
     if title is not None and title.tag == "h1":
         start = next((i + 1 for i, n in enumerate(nodes) if n.mem_id == title.mem_id), 0)
@@ -414,6 +533,8 @@ def _read_prices(
     first_card: LexborNode | None = None  # the first price element of another's card
     carded = 0
     regular: tuple[Decimal, str] | None = None  # the first price marked only "regular"
+    olds: set[int] = set()  # the old prices' elements
+    untaxed: tuple[Decimal, str] | None = None  # the first price shown without its tax
     for node in nodes[start : start + _MAX_PRICE_NODES]:
         tag = node.tag  # a property that decodes the name on every read
         if tag == "h1" or tag in _UNSHOWN:
@@ -425,6 +546,7 @@ def _read_prices(
         if in_tile_container(node, memo):
             if out.price is not None:
                 break  # the buy box is behind: recommendations follow
+            first_card = first_card or node  # where a reading of unmarked amounts stops
             continue
         if (
             out.price is None
@@ -436,7 +558,9 @@ def _read_prices(
             if carded >= _CARD_PRICES:
                 break  # a listing's grid or a row before any price of the page's own
             continue
-        if marked_old or _struck(node):
+        if marked_old or _struck(node) or _inside(node, olds):
+            olds.add(node.mem_id)  # its price elements are old too (EC-CUBE's price01 in
+            # its priceRegular block)
             text = _content(node) or node.text(deep=True, separator=" ")
             old = parse_price(text)
             if old is not None and old > 0:
@@ -447,8 +571,15 @@ def _read_prices(
         price, text = _shown_price(node)
         if price is None or price <= 0:
             continue
+        if labelled_old(text) and _NOW.search(text) is None:
+            out.old_prices.add(price)  # "MRP Rs. 1,599" in an element marked only "price"
+            continue
+        if out.price is None and _EXCL_TAX.search(text) is not None:
+            untaxed = untaxed or (price, text)  # the price, if no taxed one follows
+            continue
         out.shown_prices.add(price)
         if out.price is None:
+            out.box_text = text
             out.price, out.currency = price, currency_in_text(text)
             out.symbol = shared_symbol(text)
         else:
@@ -457,6 +588,8 @@ def _read_prices(
                 _sale(out, price, text)
             if after >= _BUY_BOX_PRICES:
                 break
+    if out.price is None and untaxed is not None:
+        regular = regular or untaxed  # only a price without tax: it is the price
     if out.price is None and regular is not None:
         # "regular" with no sale price beside it is the price (Otto's p_price__regular)
         out.price, out.currency = regular[0], currency_in_text(regular[1])
@@ -486,8 +619,15 @@ def _sale(out: Visible, price: Decimal, text: str) -> None:
 
 def _unmarked_price(title: LexborNode, out: Visible, stop: LexborNode | None = None) -> None:
     """``stop``: the first price element of another product's card; the amount is looked for
-    before it (a listing's grid, a related row: their amounts are the cards')."""
-    shown = unmarked_amount(title, _not_shown_price, stop.mem_id if stop is not None else None)
+    before it (a listing's grid, a related row: their amounts are the cards'). Amounts
+    labelled as the old price on the way ("MRP: ₹649") are old prices."""
+    olds: list[str] = []
+    stop_id = stop.mem_id if stop is not None else None
+    shown = unmarked_amount(title, _not_shown_price, stop_id, olds)
+    for old in olds:
+        amount = parse_price(old)
+        if amount is not None and amount > 0:
+            out.old_prices.add(amount)
     price = parse_price(shown) if shown else None
     if shown and price is not None:
         out.price, out.currency, out.price_marked = price, currency_in_text(shown), False
@@ -516,14 +656,41 @@ def _shown_price(node: LexborNode) -> tuple[Decimal | None, str]:
     """The price an element shows, its struck and old parts left out, and its text."""
     content = _content(node)
     text = _PERCENT.sub(" ", _own_text(node))
+    if " " in text:
+        text = _MULTI_BUY.sub(" ", text)  # "2 for $7.00 $4.49 each": the unit price
     if content is not None:
         return parse_price(content), text
+    if text and text[-1].isdigit() and not _DECIMALS.search(text):
+        text += _cents_after(node)
     now = _NOW.search(text) if len(text) < 80 else None
     if now is not None:  # "Was €59.99 Now €49.99": the price after "now" is paid
         after = parse_price(text[now.end() :])
         if after is not None and after > 0:
             return after, text
     return parse_price(text), text
+
+
+_DIGIT_OR_EURO = "0123456789€"
+_CENTS = re.compile(r"[.,]\d{2}(?!\d)")
+
+
+def _cents_after(node: LexborNode) -> str:
+    """The cents a whole number's price element leaves to its next sibling (PcComponentes'
+    <span class="baseprice">399</span><span class="cents">,99€</span>), or ""."""
+    sibling = node.next
+    while (
+        sibling is not None and sibling.tag == "-text" and not (sibling.text_content or "").strip()
+    ):
+        sibling = sibling.next  # the blanks between two elements
+    if sibling is None or sibling.tag in _UNSHOWN:
+        return ""
+    text = (sibling.text_content if sibling.tag == "-text" else sibling.text(deep=True)) or ""
+    text = text.strip()
+    if _CENTS.match(text):
+        return text
+    if len(text) == 2 and text.isdigit() and _is_fraction(sibling):
+        return "." + text
+    return ""
 
 
 def _own_text(node: LexborNode) -> str:
@@ -546,7 +713,9 @@ def _own_text(node: LexborNode) -> str:
         attrs = sub.attributes
         marks = marks_of(attrs)
         old = _price_marks(marks)[0]
-        struck = tag in _STRUCK_TAGS or (old and "price" in marks.lower())
+        struck = tag in _STRUCK_TAGS or (
+            old and ("price" in marks.lower() or _OLD_PART.search(marks) is not None)
+        )
         if (
             struck
             or (not old and _is_aside(marks))
@@ -590,9 +759,15 @@ def _join(pieces: list[str], piece: str, fraction: bool) -> None:
     <span>99</span> (two digits in an element of their own after a whole number) → "12.99".
     A whole number grouped with dots ("29.999" + <span>90</span>, Mercado Libre's) takes a
     decimal comma, so that the grouping is not read as the decimal point. French shops put
-    the symbol where the point would be: "279" + <sup>€99</sup> → "279€99"."""
-    if pieces and fraction and pieces[-1][-1].isdigit() and euro_as_point(pieces[-1] + piece):
-        pieces[-1] += piece  # "279€99", which the price reader reads as 279.99
+    the symbol where the point would be: "279" + <sup>€99</sup> or "279€" + <sup>99</sup>
+    → "279€99"."""
+    if (
+        pieces
+        and fraction
+        and pieces[-1][-1] in _DIGIT_OR_EURO
+        and euro_as_point(pieces[-1] + piece)
+    ):
+        pieces[-1] += piece  # "279€99" (or "279€" + <sup>99</sup>): the reader's 279.99
         return
     if pieces:
         last = pieces[-1]
@@ -614,19 +789,29 @@ def _is_fraction(node: LexborNode) -> bool:
     return bool(marks) and _FRACTION.search(marks) is not None
 
 
+def _lineage(node: LexborNode | None, levels: int = 3) -> Iterator[LexborNode]:
+    """``node`` and its parents, ``levels`` elements in all at most."""
+    for _ in range(levels):
+        if node is None:
+            return
+        yield node
+        node = node.parent
+
+
+def _inside(node: LexborNode, ids: set[int]) -> bool:
+    """``node`` sits in one of the elements ``ids`` (at most three levels up)."""
+    return bool(ids) and any(parent.mem_id in ids for parent in _lineage(node.parent))
+
+
 def _struck(node: LexborNode) -> bool:
     """Struck through by its tag (``<del>``, ``<s>``) or inline style, or inside such an
     element (three levels up)."""
-    parent: LexborNode | None = node
-    for _ in range(3):
-        if parent is None:
-            return False
-        if parent.tag in _STRUCK_TAGS:
+    for element in _lineage(node):
+        if element.tag in _STRUCK_TAGS:
             return True
-        style = parent.attributes.get("style")
+        style = element.attributes.get("style")
         if style and _LINE_THROUGH.search(style):
             return True
-        parent = parent.parent
     return False
 
 
@@ -645,17 +830,34 @@ def _marked_controls(tree: LexborHTMLParser, markup: Markup | None) -> list[Lexb
 
 
 def _worded_controls(tree: LexborHTMLParser, markup: Markup | None) -> list[LexborNode]:
+    # Links styled as buttons only when no button says buy (Prom's <a class="b-button">):
+    # some pages carry hundreds of them, which would push the buy box past _MAX_BUTTONS.
+    return _worded(_BUTTONS, tree, markup) or _worded(_LINK_BUTTONS, tree, markup)
+
+
+def _worded(query: Query, tree: LexborHTMLParser, markup: Markup | None) -> list[LexborNode]:
     worded = []
     seen: set[int] = set()
-    for node in _BUTTONS.select(tree, markup)[:_MAX_BUTTONS]:
+    for node in query.select(tree, markup)[:_MAX_BUTTONS]:
         if node.mem_id in seen:
             continue  # one element can match two of the selectors ("buyBtn": buy and btn)
         seen.add(node.mem_id)
-        words = node.attributes.get("value") if node.tag == "input" else None
-        words = _label(words or node.text(deep=True, separator=" ") or "")
+        words = _control_words(node)
         if (len(words) < 60 and _BUY_WORDS.search(words)) or _calls_buy_script(node):
             worded.append(node)
     return outermost(worded)
+
+
+def _notify_control(
+    tree: LexborHTMLParser, markup: Markup | None, memo: dict[int, bool]
+) -> LexborNode | None:
+    """A control that offers to tell the shopper when the product is back, outside
+    recommendation rows: what a sold-out page shows where its buy button was."""
+    for node in _BUTTONS.select(tree, markup)[:_MAX_BUTTONS]:
+        words = _control_words(node)
+        if len(words) < 60 and _NOTIFY_WORDS.search(words) and not in_tile_container(node, memo):
+            return node
+    return None
 
 
 def _calls_buy_script(node: LexborNode) -> bool:
@@ -666,34 +868,48 @@ def _calls_buy_script(node: LexborNode) -> bool:
 
 
 def _stock_of(
-    query: Query, tree: LexborHTMLParser, memo: dict[int, bool], markup: Markup | None
+    query: Query,
+    tree: LexborHTMLParser,
+    memo: dict[int, bool],
+    markup: Markup | None,
+    cards: tuple[set[str], str, LexborNode | None] | None = None,
 ) -> tuple[Availability | None, LexborNode | None]:
     """What the first availability elements (``query``'s) say, and the first of them that
     says it; nothing when they disagree (a page carries the messages of every state and
-    shows one of them by script)."""
-    first, said = _stock_states(query.select(tree, markup)[:_MAX_STOCK_NODES], memo)
-    return (said.pop(), first) if len(said) == 1 else (None, None)
+    shows one of them by script). ``cards``: the page's URLs, its base and its title, to
+    leave out the states of other products' cards when the states disagree."""
+    said = _stock_states(query.select(tree, markup)[:_MAX_STOCK_NODES], memo)
+    states = {state for _, state in said}
+    if len(states) > 1 and cards is not None:
+        # A row of cards, each with its own state, in no container named so (Aspro's "bought
+        # with this" row under a sold-out product): the states of cards that link to other
+        # pages are theirs (a climb each, asked only when the states disagree).
+        page_urls, base, title = cards
+        said = [
+            (node, state)
+            for node, state in said
+            if not cards_link_elsewhere([node], page_urls, base, title=title, row=True)
+        ]
+        states = {state for _, state in said}
+    return (states.pop(), said[0][0]) if len(states) == 1 else (None, None)
 
 
 def _stock_states(
     nodes: list[LexborNode], memo: dict[int, bool]
-) -> tuple[LexborNode | None, set[Availability]]:
-    """What ``nodes`` say, and the first of them that says it."""
-    first: LexborNode | None = None
-    said: set[Availability] = set()
+) -> list[tuple[LexborNode, Availability]]:
+    """What ``nodes`` say, each that says something."""
+    said: list[tuple[LexborNode, Availability]] = []
     seen: set[int] = set()  # an element that matches two of the selectors comes twice
     for node in nodes:
         if node.mem_id in seen or (tag := node.tag) in _UNSHOWN or tag in ("body", "html", "link"):
             continue
         seen.add(node.mem_id)
         state = _stock_words(node.text(deep=True, separator=" "))
-        if state == "out_of_stock" and _badge_off(node):
+        if state == "out_of_stock" and (_badge_off(node) or _in_picker(node)):
             continue
         if state is not None and not _hidden(node) and not in_tile_container(node, memo):
-            said.add(state)
-            if first is None:
-                first = node
-    return first, said
+            said.append((node, state))
+    return said
 
 
 # A BEM element's sold-out modifier (Shopify's price__badge--sold-out, Dawn's
@@ -704,6 +920,20 @@ _BEM_SOLD_OUT = re.compile(
     r"(?:^|\s)([a-z0-9-]+)__(?:[a-z0-9-]*--|[a-z0-9]*badge-)sold-?out(?:\s|$)", re.I
 )
 _BLOCK_CLIMB = 6
+
+
+# A picker of sizes, colours or other variants: a sold-out size says nothing of the others.
+_PICKER = re.compile(r"picker|swatch|size|variant|dimension", re.I)
+
+
+def _in_picker(node: LexborNode) -> bool:
+    """``node`` or one of its two parents is classed as a variant picker or one of its items
+    (H&M's size list, whose sold-out sizes are disabled buttons saying so)."""
+    for element in _lineage(node):
+        classes = element.attributes.get("class")
+        if classes and _PICKER.search(classes):
+            return True
+    return False
 
 
 def _badge_off(node: LexborNode) -> bool:
@@ -730,6 +960,33 @@ def _stock_words(text: str) -> Availability | None:
     if not text or len(text) > 300 or _IN_STORE.search(text):
         return None  # a shop's stock for pickup says nothing about buying online
     return shown_state(text)
+
+
+def read_disabled_sold_out(
+    tree: LexborHTMLParser, shown: Visible, page_urls: set[str], base: str, markup: Markup
+) -> None:
+    """``shown.stock`` out of stock when a disabled button says sold out outside
+    recommendation rows and cards (Shopify's 'Sold Out' add-to-cart under a stale JSON-LD
+    InStock). Asked only of a structured product in stock whose page marked no state: one
+    walk, and only on a page whose markup writes ``disabled``."""
+    if shown.stock is not None:
+        return
+    memo: dict[int, bool] = {}
+    for node in _DISABLED.select(tree, markup)[:_MAX_CONTROLS]:
+        if (
+            _sold_out(node)
+            and not _in_picker(node)
+            and not in_tile_container(node, memo)
+            and not cards_link_elsewhere([node], page_urls, base, title=shown.title)
+        ):
+            shown.stock, shown.stock_node = "out_of_stock", node
+            return
+
+
+_DISABLED = Query(
+    Alternative("button[disabled]", (b"button", b"disabled")),
+    Alternative("input[disabled]", (b"input", b"disabled")),
+)
 
 
 def read_stock_label(shown: Visible, markup: Markup) -> None:
@@ -808,6 +1065,12 @@ def _sold_out(node: LexborNode) -> bool:
     a size is chosen."""
     words = _label(node.text(deep=True, separator=" ") or node.attributes.get("value") or "")
     return len(words) < 60 and says_sold_out(words)
+
+
+def _control_words(node: LexborNode) -> str:
+    """What a button, link or input says (an input by its value), as ``_label`` reads it."""
+    value = node.attributes.get("value") if node.tag == "input" else None
+    return _label(value or node.text(deep=True, separator=" ") or "")
 
 
 def _label(text: str) -> str:

@@ -38,6 +38,11 @@ def test_structured_values(value: str, state: str) -> None:
     ("words", "state"),
     [
         ("Nincs raktáron", "out_of_stock"),  # a negation holds the in-stock words
+        ("Sold", "out_of_stock"),  # a classified ad's status, as the whole text
+        ("Reserviert", "out_of_stock"),
+        ("Sold by Northwind Outlet", None),  # the seller, not the state
+        ("1,234 sold", None),
+        ("Bidding has ended", "out_of_stock"),
         ("Raktáron", "in_stock"),
         ("Nije na stanju", "out_of_stock"),
         ("Nu este în stoc", "out_of_stock"),

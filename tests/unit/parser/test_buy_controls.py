@@ -19,6 +19,9 @@ from services.parser.visible import buy_controls
         "In winkelmandje",
         "Adicionar ao cesto",
         "Jetzt bestellen",
+        "Agregar al carro",  # Chile's and Spain's "carro" as well as "carrito"
+        "Pre-order",  # a product not yet out is bought by pre-ordering it
+        "Vorbestellen",
         "Place Bid",  # an auction's item is bought by bidding
         "Make an offer",
         "Chat with seller",  # a classified ad's, by contacting its seller
