@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -43,6 +44,14 @@ from shared.guard import GuardedResolver, IPAddress, UnsafeURL, parse_ip
 PIN_TTL = 120.0  # seconds a host's checked addresses are used before they are checked again
 _DRAIN = 64 * 1024  # an unread body this short is drained to keep its connection
 MAX_HOSTS = 16  # pinned clients a session keeps (a session is one domain; redirects add a few)
+# A kept-alive connection the server closed just as it was reused (its close and our next
+# request crossed; a server that closes without "Connection: close" makes it common) fails the
+# request's send with an incomplete message or a reset. A browser sends such a request again on
+# a new connection without showing an error (Chromium: up to twice); so does this transport, for
+# a GET or HEAD, once the host has answered without "Connection: close" (only then can a
+# connection have been kept). wreq tells the cause only in the error's text.
+STALE_RETRIES = 2
+_STALE_ERROR = re.compile(r"IncompleteMessage|ConnectionReset")
 
 _METHODS = {
     name: getattr(wreq.Method, name)
@@ -139,6 +148,17 @@ class _Pinned:
     client: wreq.Client
     addresses: frozenset[IPAddress]
     until: float
+    keeps_alive: bool = False  # the host answered without "Connection: close"
+
+    async def request(self, method: str, url: URL, kwargs: dict[str, Any]) -> wreq.Response:
+        retries = STALE_RETRIES if method.upper() in ("GET", "HEAD") else 0
+        while True:
+            try:
+                return await self.client.request(_METHODS[method.upper()], str(url), **kwargs)
+            except _WREQ_ERRORS as exc:
+                if not (retries and self.keeps_alive and _STALE_ERROR.search(str(exc))):
+                    raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+                retries -= 1
 
 
 @dataclass
@@ -247,15 +267,14 @@ class BrowserSession:
         kwargs: dict[str, Any] = {"headers": sent, "orig_headers": order}
         if body is not None:
             kwargs["body"] = body
-        try:
-            resp = await pinned.client.request(_METHODS[method.upper()], str(url), **kwargs)
-        except _WREQ_ERRORS as exc:
-            raise TransportError(f"{type(exc).__name__}: {exc}") from exc
+        resp = await pinned.request(method, url, kwargs)
         if resp.version != wreq.Version.HTTP_2 and resp.version != wreq.Version.HTTP_3:
             # An HTTP/1.1-only host: from the next request on it gets HTTP/1.1's headers (the
             # first went as for HTTP/2, the likelier guess, since ALPN decides after the send).
             self._http1.add(host)
         answer = _WreqAnswer(resp)
+        if not pinned.keeps_alive and "close" not in answer.headers.get("Connection", "").lower():
+            pinned.keeps_alive = True
         if "Set-Cookie" in answer.headers:
             self.cookies_set = True
         try:
