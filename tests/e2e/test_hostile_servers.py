@@ -70,14 +70,15 @@ async def test_every_hostile_reply_ends_its_entry(env, settings, pool, tmp_path:
                     "SELECT url, state, last_outcome, attempts FROM entries WHERE job_id = $1",
                     reply.job_id,
                 )
-                first_statuses = dict(
-                    await conn.fetch(
-                        """SELECT DISTINCT ON (e.url) e.url, a.status FROM attempts a
-                           JOIN entries e ON e.id = a.entry_id WHERE e.job_id = $1
-                           ORDER BY e.url, a.recorded_at""",
+                first_attempts = {
+                    r["url"]: (r["status"], r["outcome"], r["error"])
+                    for r in await conn.fetch(
+                        """SELECT DISTINCT ON (e.url) e.url, a.status, a.outcome, a.error
+                           FROM attempts a JOIN entries e ON e.id = a.entry_id
+                           WHERE e.job_id = $1 ORDER BY e.url, a.recorded_at, a.attempt_id""",
                         reply.job_id,
                     )
-                )
+                }
                 parked = await conn.fetchval(
                     "SELECT count(*) FROM domains WHERE next_allowed_at > now() + interval '1 min'"
                 )
@@ -90,9 +91,13 @@ async def test_every_hostile_reply_ends_its_entry(env, settings, pool, tmp_path:
     assert outcomes == EXPECTED
     assert all(e["attempts"] <= 2 for e in entries)  # max_retries: 1, never past the budget
     assert parked == 0  # no Retry-After parked the domain
-    # Every odd Retry-After still reads as the server's 503/429, not as a network error.
-    retry_after = {p: first_statuses[site.base + p] for p in paths if "retry-after" in p}
-    assert all(status in (429, 503) for status in retry_after.values()), retry_after
+    # Every odd Retry-After still reads as the server's 503/429, not as a network error. A
+    # first attempt may time out on a loaded machine (CI once): its reply was never read, so
+    # there is no header to judge; a header that broke the read would be a network error.
+    retry_after = {p: first_attempts[site.base + p] for p in paths if "retry-after" in p}
+    assert all(
+        status in (429, 503) or outcome == "timeout" for status, outcome, _ in retry_after.values()
+    ), retry_after
     assert site.trapped == 0  # no redirect reached a forbidden IPv6 form of loopback
     assert site.hits["/robots.txt"] >= 1
     # The counts for the notes: how many hostile replies, and how each ended.
