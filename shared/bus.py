@@ -126,14 +126,14 @@ async def publish(
     # No exporter: the no-op tracer's span would only repeat the current span's context, which
     # inject() carries without it (the span cost ~8 µs a publish).
     if not tracing_enabled():
-        await _acked(js, subject, data, _with_id(inject(headers), msg_id), attempts)
+        await js_publish_retried(js, subject, data, _with_id(inject(headers), msg_id), attempts)
         return
     with tracer().start_as_current_span(
         f"{subject} publish",
         kind=SpanKind.PRODUCER,
         attributes={"messaging.system": "nats", "messaging.destination.name": subject},
     ):
-        await _acked(js, subject, data, _with_id(inject(headers), msg_id), attempts)
+        await js_publish_retried(js, subject, data, _with_id(inject(headers), msg_id), attempts)
 
 
 def _with_id(headers: dict[str, str], msg_id: str | None) -> dict[str, str]:
@@ -142,16 +142,24 @@ def _with_id(headers: dict[str, str], msg_id: str | None) -> dict[str, str]:
     return headers
 
 
-async def _acked(
-    js: JetStreamContext, subject: str, data: bytes, headers: dict[str, str], attempts: int
+async def js_publish_retried(
+    js: JetStreamContext, subject: str, data: bytes, headers: dict[str, str], attempts: int = 5
 ) -> None:
+    """``js_publish`` of bytes as they are, retried as ``publish`` retries."""
     for attempt in range(1, attempts + 1):
         try:
             await js_publish(js, subject, data, headers)
             return
         except nats.errors.MaxPayloadError as exc:
             raise Unpublishable(f"{len(data)} bytes exceed the max payload on {subject}") from exc
-        except (TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError):
+        except (
+            TimeoutError,
+            nats.errors.TimeoutError,
+            nats.errors.NoRespondersError,
+            # No stream answers: none is there, or (in a cluster) its leader is being elected
+            # after a node was lost. The second passes in seconds, so it is retried too.
+            nats.js.errors.NoStreamResponseError,
+        ):
             if attempt == attempts:
                 raise
             await asyncio.sleep(min(2.0, 0.1 * 2**attempt))

@@ -22,7 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.object_store import ObjectStore
 
 from shared import names as n
-from shared.bus import js_publish
+from shared.bus import js_publish_retried
 from shared.errors import TrawlError
 from shared.names import Names
 from shared.replies import replies
@@ -93,7 +93,9 @@ class JetStreamPayloadStore:
         if len(packed) <= MAX_INLINE:
             # Acked on the client's one reply subscription (``bus.js_publish``): nats-py's own
             # request draws a random inbox token per publish, a getrandom syscall each page.
-            await js_publish(
+            # Retried like every publish: a cluster electing the stream's leader says "no
+            # stream" for seconds, and a page fetched is not failed for that.
+            await js_publish_retried(
                 self.js, self.names.payload(digest), packed, {n.MSG_ID: f"payload-{digest}"}
             )
             ref = f"js:{digest}"

@@ -14,7 +14,7 @@ import pytest
 from schemas.messages import Attempt, FetchResult, ParseResult, Product, Trigger
 from services.parser.service import Parser
 from shared import names as n
-from shared.bus import Unpublishable, encode, send
+from shared.bus import Unpublishable, encode, publish, send
 from shared.channels import FETCH_RESULTS, PARSE_RESULTS, TRIGGERS
 from shared.consumer import BatchConsumer, Consumer, Delivery
 from shared.errors import Poison
@@ -23,6 +23,7 @@ from shared.names import Names
 from shared.payloads import JetStreamPayloadStore, PayloadNotFound
 from shared.provision import consumer_specs, provision
 from shared.telemetry import producer_span
+from tests.support.stack import eventually
 from tests.support.streams import dead_letters
 
 
@@ -230,6 +231,26 @@ async def test_a_message_no_retry_can_publish_raises_unpublishable(nc, namespace
     for message in (huge, surrogate):
         with pytest.raises(Unpublishable):
             await send(js, names, PARSE_RESULTS, message)
+
+
+async def test_a_publish_waits_out_a_stream_that_has_no_leader_yet(nc, namespace):
+    """What a cluster answers while a stream elects a new leader (a node was lost) is what it
+    answers when no stream is there: no responders. A publish in that moment is retried."""
+    js = nc.jetstream()
+    subject = f"{namespace}.electing"
+    sent_before = nc.stats["out_msgs"]
+    publishing = asyncio.create_task(publish(js, subject, b"x", msg_id="one"))
+
+    async def tried() -> bool:
+        return nc.stats["out_msgs"] > sent_before or publishing.done()
+
+    await eventually(tried, timeout=10, what="the first attempt")
+    await js.add_stream(name=f"{namespace}-electing", subjects=[subject])
+    try:
+        await publishing  # without the retry: NoStreamResponseError
+        assert (await js.stream_info(f"{namespace}-electing")).state.messages == 1
+    finally:
+        await js.delete_stream(f"{namespace}-electing")
 
 
 async def test_the_parser_publishes_what_it_can_and_a_failure_when_nothing_fits(nc, namespace):
