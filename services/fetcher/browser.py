@@ -151,10 +151,11 @@ class _Pinned:
     keeps_alive: bool = False  # the host answered without "Connection: close"
 
     async def request(self, method: str, url: URL, kwargs: dict[str, Any]) -> wreq.Response:
-        retries = STALE_RETRIES if method.upper() in ("GET", "HEAD") else 0
+        verb = method.upper()
+        retries = STALE_RETRIES if verb in ("GET", "HEAD") else 0
         while True:
             try:
-                return await self.client.request(_METHODS[method.upper()], str(url), **kwargs)
+                return await self.client.request(_METHODS[verb], str(url), **kwargs)
             except _WREQ_ERRORS as exc:
                 if not (retries and self.keeps_alive and _STALE_ERROR.search(str(exc))):
                     raise TransportError(f"{type(exc).__name__}: {exc}") from exc

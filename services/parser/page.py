@@ -247,7 +247,7 @@ def _product(
     # or for an OpenGraph product that says no stock state (its buy box may say sold out) or
     # no price: og:type=product is what some shops put on every page, categories too, and a
     # page whose only buy controls are its cards' (a category's last page) is no product's.
-    by_og = decided is not None and decided == len(levels) - 1
+    by_og = decided == len(levels) - 1
     unstated = by_og and not any("availability" in f for _, f in levels)
     unpriced = by_og and "price" not in levels[-1][1]
     if (

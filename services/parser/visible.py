@@ -401,17 +401,19 @@ def find_buttons(
     avatar and the gallery, which look like a card, and no listing has such a URL; there an
     ended auction's or a sold ad's page, which shows no control at all, is still the item's."""
     memo: dict[int, bool] = {}
+
+    def here(nodes: list[LexborNode]) -> list[LexborNode]:
+        """The controls that buy here: one that links to another page leads to a product."""
+        return [c for c in nodes if not links_elsewhere(c, page_urls, base)]
+
     # A recommendation row's cards carry add-to-cart buttons of their own (dozens on a
     # furniture shop's page): they are no part of the buy box, and no grid of the page's own.
-    # A buy control that links to another page leads to a product, it does not buy one.
-    every = [c for c in _marked_controls(tree, markup) if not links_elsewhere(c, page_urls, base)]
+    every = here(_marked_controls(tree, markup))
     controls = [c for c in every if not in_tile_container(c, memo)]
     if not controls:
         # None marked, or every marked one a recommendation card's (IKEA's rows mark theirs,
         # its buy box does not): the page's own may be known by its words.
-        every = [
-            c for c in _worded_controls(tree, markup) if not links_elsewhere(c, page_urls, base)
-        ]
+        every = here(_worded_controls(tree, markup))
         controls = [c for c in every if not in_tile_container(c, memo)]
     item = any(is_item_url(u) for u in (*page_urls, base))
     carded = bool(controls) and not item
@@ -1063,7 +1065,7 @@ def _hidden(node: LexborNode) -> bool:
 def _sold_out(node: LexborNode) -> bool:
     """A buy control that says sold out. Not merely disabled: shops disable the button until
     a size is chosen."""
-    words = _label(node.text(deep=True, separator=" ") or node.attributes.get("value") or "")
+    words = _control_words(node)
     return len(words) < 60 and says_sold_out(words)
 
 
