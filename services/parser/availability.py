@@ -79,6 +79,14 @@ SOLD_OUT_WORDS = re.compile(
     # an auction that has ended, a classified ad taken down, sold or reserved
     r"|bidding (?:has )?ended|auction (?:has )?(?:ended|closed)|angebot (?:wurde )?beendet"
     r"|auktion (?:ist )?beendet|annonce (?:est )?désactivée|снято с публикации|オークションは終了"
+    r"|ad (?:is|has) expired|(?:this|the) (?:ad|listing|item) (?:is|has) (?:expired|ended|closed)"
+    r"|(?:has been|was) sold\b|(?:is|has been) reserved\b|è stato venduto|est réservée?"
+    r"|annuncio (?:scaduto|non (?:è )?più disponibile)|anzeige (?:ist )?(?:abgelaufen|deaktiviert"
+    r"|nicht mehr verfügbar)|wurde (?:bereits )?verkauft|is (?:al )?verkocht|ha sido vendid[oa]"
+    r"|foi vendid[oa]|został[oa]? sprzedan|объявление (?:не активно|закрыто|устарело)"
+    # the product itself gone: "Este producto ya no está disponible" (PrestaShop), "non è più
+    # disponibile", "não está mais disponível"
+    r"|no (?:está|esta) disponible|non è (?:più )?disponibile|não (?:está )?(?:mais )?disponível"
     r"|^\W*(?:sold|verkauft|vendido|vendida|venduto|vendu|solgt|såld|myyty|prodáno|sprzedan[eya]"
     r"|продано|satıldı|נמכר|reserviert|reservado|reservada|gereserveerd|réservé|riservato"
     r"|zarezerwowan[eya])\W*$",
@@ -93,7 +101,9 @@ IN_STOCK_WORDS = re.compile(
     r"|disponibilità immediata|in magazzino|pronta consegna|na stanie|w magazynie|dostępn[aey]\b"
     r"|na skladě|skladom|hay existencias|en existencia|διαθέσιμο|tersedia|có sẵn|noliktavā"
     r"|sandėlyje|na zalogi|有货|现货|在庫有り|재고 ?있음|متوفر|متاح|במלאי|^\W*available\W*$"
-    r"|only \d+ left|ready to ship",
+    r"|only \d+ left|ready to ship"
+    # a stock level for a count (Bitrix Aspro's "Много" / "Достаточно" / "Мало")
+    r"|^\W*(?:много|достаточно|мало)\W*$",
 )
 _PREORDER_WORDS = re.compile(r"pre-?order|vorbestell|précommande|pre-?venta|prenota")
 _BACKORDER_WORDS = re.compile(r"back-?order|made to order|auf bestellung|sur commande")

@@ -42,6 +42,7 @@ from services.parser.visible import (
     Visible,
     find_buttons,
     read_disabled_sold_out,
+    read_gone_notice,
     read_stock_label,
     read_visible,
     shown_only_in_cards,
@@ -270,12 +271,17 @@ def _product(
         # Out Of Stock"), read only here, where it is a product's (a scan of the markup)
         _guard("stock label", url, lambda: read_stock_label(shown, markup))
     stated = levels[decided][1].get("availability") if decided is not None else None
-    if structured is not None and normalize_availability(stated) == "in_stock":
+    state = normalize_availability(stated)
+    if structured is not None and state == "in_stock":
         # In stock by its structured data, no state marked on the page: a disabled button
         # that says sold out is the page's word (read before the visible level is taken).
         _guard(
             "sold out", url, lambda: read_disabled_sold_out(tree, shown, page_urls, base, markup)
         )
+    if (decided is not None or by_layout) and state in ("in_stock", "limited", None):
+        # Still no state on the page: a notice that the item is gone (a sold or expired ad,
+        # a withdrawn product), or a notify control where the buy button was.
+        _guard("gone", url, lambda: read_gone_notice(tree, shown, page_urls, base, markup))
     levels.append(("visible", shown.fields()))
     if by_layout:
         decided = len(levels) - 1

@@ -88,6 +88,18 @@ def test_structured_values(value: str, state: str) -> None:
         ("Hors stock", "out_of_stock"),
         ("Inte tillgänglig för leverans", "out_of_stock"),
         ("予定数の販売を終了しました", "out_of_stock"),  # the sale has ended
+        # a classified ad's notice that it is gone, and a product withdrawn
+        ("This ad is no longer available", "out_of_stock"),
+        ("Questo oggetto è stato venduto", "out_of_stock"),
+        ("Cet article est réservé pour un autre membre.", "out_of_stock"),
+        ("Dieser Artikel wurde bereits verkauft", "out_of_stock"),
+        ("Объявление не активно", "out_of_stock"),
+        ("Este producto ya no está disponible", "out_of_stock"),
+        ("Over 500 have been sold", None),
+        ("Tous droits réservés", None),
+        # Bitrix Aspro's stock levels by count
+        ("Много", "in_stock"),
+        ("Мало", "in_stock"),
     ],
 )
 def test_shown_words(words: str, state: str | None) -> None:
