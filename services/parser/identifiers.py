@@ -36,15 +36,15 @@ _SKU_LABELS = (
     r"|(?:toote|artikli)?kood|(?:produkta|preces)?\s*kods|(?:prek[ėe]s\s*)?kodas|artikul[as]s?"
     r"|(?:nr|numer)\s*katalogowy|katalogov[ée]\s*č[íi]slo|код(?:\s*товара)?|артикул|арт\."
     r"|varenummer|varenr\.?|tuotenumero|tuotekoodi|ürün\s*kodu|stok\s*kodu|מק\"ט|מק״ט"
-    r"|商品編號|商品编号|货号|貨號|商品番号|品番|商品コード|상품번호|품번"
+    r"|商品編號|商品编号|货号|貨號|商品番号|品番|商品コード|상품번호|상품코드|품번"
     r"|cod\s*produs|cikksz[áa]m|term[ée]kk[óo]d|κωδικός(?:\s*προϊόντος)?|šifra(?:\s*proizvoda)?"
     r"|код\s*товару|mã\s*(?:sản phẩm|sp|hàng)|kode\s*(?:produk|barang)|รหัสสินค้า"
-    r"|anzeige(?:n-?(?:nr\.?|nummer))?|ad\s*(?:id|no\.?|number)|listing\s*(?:id|#|no\.?)|web\s*id"
+    r"|anzeige(?:n-?(?:nr\.?|nummer|id))?|ad\s*(?:id|no\.?|number)|listing\s*(?:id|#|no\.?)|web\s*id"
     # classified sites' ad numbers
     r"|advertentie-?nummer|inserat-?(?:id|nr\.?)|annonce-?nr\.?|n[°º]\s*d['’]annonce|annons-?id"
     r"|finn-?kode|ilmoitusnumero|inzer[áa]t\s*č\.|id\s*(?:inzer[áa]tu|annuncio|oferty|ogłoszenia)"
     r"|numer\s*(?:oferty|ogłoszenia)|ilan\s*no|hirdetéskód|(?:номер|№)\s*объявления"
-    r"|رقم\s*الإعلان|מספר\s*מודעה|lot\s*id"
+    r"|رقم\s*الإعلان|מספר\s*מודעה|lot\s*id|kavel\s*(?:id|nummer)"
     r"|lot\s*(?:#|no\.?|number)"
 )
 _MPN_LABELS = (
@@ -88,6 +88,12 @@ _ITEM_SEGMENT = re.compile(
     r"/(?:itm|item|items|deal|deals|listing|listings|ad|ads|anuncio|annonce|offer|lot)"
     r"/(?:[^/?#]*?[-_/])?(\d{6,})(?:[/?#._-]|$)",
     re.IGNORECASE,
+)
+# A product segment before or after "/p/": noon's "/<slug>/N51758546A/p/", Flipkart's
+# "/<slug>/p/itm8c1f2a3b4d5e6" (a code of letters and digits, both).
+_P_SEGMENT = re.compile(
+    r"/((?=[A-Z]*\d)(?=\d*[A-Z])[A-Z0-9]{8,16})/p/?(?:[?#]|$)"
+    r"|/p/(itm(?=[a-z]*\d)[0-9a-z]{10,16})(?:[/?#]|$)"
 )
 _TRAILING_ID = re.compile(
     r"(?:^|[-_/]|iid-)([A-Za-z]{0,2}\d{5,}[A-Za-z]{0,2})(?:\.(?:html?|php|aspx?|htm))?/?$"
@@ -195,8 +201,8 @@ def is_item_url(url: str) -> bool:
 def url_item_id(url: str) -> str | None:
     """The item id a marketplace or classified URL carries in its path, if it has one."""
     path = unquote(urlsplit(url).path)
-    for pattern in (_ASIN, _ITEM_SEGMENT, _TRAILING_ID):
+    for pattern in (_ASIN, _ITEM_SEGMENT, _P_SEGMENT, _TRAILING_ID):
         match = pattern.search(path)
         if match:
-            return match.group(1)
+            return match.group(match.lastindex or 1)
     return None

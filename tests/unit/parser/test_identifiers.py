@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.parser.identifiers import is_item_url, labelled_codes, shows_code
+from services.parser.identifiers import is_item_url, labelled_codes, shows_code, url_item_id
 
 
 @pytest.mark.parametrize(
@@ -46,6 +46,9 @@ from services.parser.identifiers import is_item_url, labelled_codes, shows_code
         ("<li>Web ID: 2345678</li>", "2345678", None, None),
         ("<div>Advertentienummer: m1698234512</div>", "m1698234512", None, None),  # ads
         ("<p>Номер объявления: 2345678901</p>", "2345678901", None, None),
+        ("<ul><li>Anzeigen-ID</li><li>1923456781</li></ul>", "1923456781", None, None),
+        ("<div>Kavel ID: 45871203</div>", "45871203", None, None),
+        ("<th><span>상품코드</span></th><td><span>P0000BKQ</span></td>", "P0000BKQ", None, None),
         ("<div>Réf : HP195161234567</div>", "HP195161234567", None, None),  # no point
         ("<p>Model: WX-200</p>", None, "WX-200", None),
         ("<p>Mfr. Part #: MP-77</p>", None, "MP-77", None),
@@ -95,3 +98,18 @@ def test_code_not_shown_as_the_sku() -> None:
     assert not shows_code(PAGE.format("<p>SKU ST-000123X</p>"), "ST-000123")  # another code
     assert not shows_code(PAGE.format("<p>see ST-000123 here</p>"), "ST-000123")
     assert not shows_code(PAGE.format('<a href="/ST-000123">x</a>'), "ST-000123")
+
+
+@pytest.mark.parametrize(
+    ("url", "item"),
+    [
+        ("https://www.ebay.it/itm/133588510845", "133588510845"),
+        # a product segment before or after "/p/" (noon, Flipkart): letters and digits both
+        ("https://www.noon.example/uae-en/airpods-pro/N51758546A/p/?o=b9c2", "N51758546A"),
+        ("https://www.kart.example/galaxy-m32/p/itm8c1f2a3b4d5e6?pid=MOBG", "itm8c1f2a3b4d5e6"),
+        ("https://shop.example.com/category/p/ABCDEFGHIJ", None),  # a word, not a code
+        ("https://shop.example.com/products/widget", None),
+    ],
+)
+def test_url_item_ids(url: str, item: str | None) -> None:
+    assert url_item_id(url) == item
