@@ -38,6 +38,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
+from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
@@ -187,8 +188,9 @@ _BUY_BOX_PRICES = 8  # current prices read after the main one (variants, bundles
 # ``product-detail-price with-list-price``), it is not that price.
 # Old-price words that are no part of other words, marking an old price wherever they stand.
 _OLD_ANYWHERE = r"strike|crossed|line-?through|(?<![a-z])lthr|rrp|msrp|uvp"
+# "old", not in "bold", "sold" (Shopify's price--sold-out block) or "hold" (a placeholder)
 _OLD_WORDS = (
-    rf"(?<!b)old|was|compare|{_OLD_ANYWHERE}|list[-_]?price|(?<![a-z])mrp|origin|before|initial"
+    rf"(?<![bsh])old|was|compare|{_OLD_ANYWHERE}|list[-_]?price|(?<![a-z])mrp|origin|before|initial"
 )
 _OLD = re.compile(rf"(?<!with[-_])(?<!has[-_])(?:{_OLD_WORDS}|regular)", re.I)
 # An old-price mark on a part of a price box that does not say "price" (x-kom's
@@ -212,6 +214,13 @@ _NOT_A_PRICE = re.compile(
 # sale price and the first the regular one.
 _SALE = re.compile(r"sale|special|promo|offer|now|current|final|reduced|deal", re.I)
 _SALE_AFTER = 3
+# An amount saved, not paid: "(7,800원 할인)" after Cafe24's sale price, "Sie sparen 50,00 €"; an
+# amount in parentheses is an aside to the price before it.
+_SAVING = re.compile(
+    r"^\s*\(.*\)\s*$|\bsave\b|you save|sparen|ersparnis|économisez|ahorr|risparmi|скидк|знижк"
+    r"|oszczędzasz|할인(?!판매가|가)|割引|节省|節省",
+    re.I,
+)
 _NOW = re.compile(
     r"(?<![^\W\d_])(?:now|jetzt|nur noch|ahora|maintenant|agora|adesso|nu|teraz|сейчас|por)"
     r"(?![^\W\d_])\s*:?\s*(?=\D{0,6}\d)",
@@ -364,8 +373,8 @@ def read_visible(
     # h1, in document order.
     nodes = _PRICE_NODES.select(tree, markup)
     # An <h1> that is only an amount is the price set as a heading beside the title's
-    # (osCommerce 2.3's <h1 style="float: right">$299.99</h1>), not a title.
-    h1s = [node for node in nodes if node.tag == "h1" and not _is_amount(node)]
+    # (osCommerce 2.3's <h1 style="float: right">$299.99</h1>), not a title; nor is a logo.
+    h1s = [node for node in nodes if node.tag == "h1" and not _no_title(node)]
     title = _title(h1s, title_hint)
     if title is None and len(h1s) != 1:
         # Cards of other products in <h1>s, none the page's, or no <h1> at all: its title is
@@ -494,9 +503,18 @@ def _title(
     return None
 
 
-def _is_amount(node: LexborNode) -> bool:
+def _no_title(node: LexborNode) -> bool:
+    """An ``<h1>`` that titles nothing: only an amount, no words at all (a shop's logo image,
+    MakeShop's ``<h1 class="logo">``, before a sidebar of other products' prices), or the
+    shop's name as a link to its home page (EC-CUBE's header, its product's name an h2)."""
     text = node.text(deep=True, separator=" ").strip()
-    return bool(text) and len(text) < 30 and shows_money(text)
+    if not text or (len(text) < 30 and shows_money(text)):
+        return True
+    link = node.css_first("a[href]")
+    if link is None:
+        return False
+    home = urlsplit(link.attributes.get("href") or "").path in ("", "/")
+    return home and link.text(deep=True, separator=" ").strip() == text
 
 
 def _joined_name(h1s: list[LexborNode], title: LexborNode, name: str, hint: str) -> str:
@@ -612,7 +630,7 @@ def _sale(out: Visible, price: Decimal, text: str) -> None:
     </span>"): the price, the first one the regular. It must carry a currency: "29" beside
     "%" is a discount rate."""
     currency, symbol = currency_in_text(text), shared_symbol(text)
-    if currency or symbol:
+    if (currency or symbol) and not _SAVING.search(text):
         if out.price is not None:
             out.old_prices.add(out.price)
         out.price = price
