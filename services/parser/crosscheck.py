@@ -31,11 +31,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from services.parser.availability import normalize_availability
 from services.parser.identifiers import labelled_codes, shows_code, url_item_id
 from services.parser.metatags import Fields
-from services.parser.prices import currency_of_shop, format_price, parse_price
+from services.parser.prices import RANGE_TOP, currency_of_shop, format_price, parse_price
 from services.parser.visible import Visible
 from shared.urls import host_of
 
@@ -74,8 +75,9 @@ def crosscheck(
     it is taken)."""
     conflicts: list[str] = []
     attributes: dict[str, str] = {}
+    top = parse_price(fields.pop(RANGE_TOP, None))
     if found_by in _STRUCTURED:
-        _price(fields, shown, conflicts)
+        _price(fields, shown, conflicts, top)
         _stock(fields, shown, conflicts)
     _identifiers(fields, html, urls, attributes, in_cards or _nowhere)
     _currency(fields, shown, urls)
@@ -90,7 +92,8 @@ def crosscheck(
     return Checked(found_by, round(min(1.0, max(0.0, confidence)), 2), attributes)
 
 
-def _price(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
+def _price(fields: Fields, shown: Visible, conflicts: list[str], top: Decimal | None) -> None:
+    """``top``: the top of the range when the structured price is its lowest ("from")."""
     structured = parse_price(fields.get("price"))
     if structured is None or shown.price is None or shown.price == structured:
         return
@@ -101,6 +104,11 @@ def _price(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
             fields["price"] = format_price(shown.price)
         return
     if not shown.price_marked:  # an amount read without price markup never overrides
+        return
+    if top is not None and structured < shown.price <= top:
+        # The structured price is the lowest of a range (a used offer, a sold-out size's),
+        # the buy box shows the default offer's, within it: the one a shopper pays.
+        fields["price"] = format_price(shown.price)
         return
     if not shown.shows(structured):
         # The page never shows the structured price (a starting bid, a stale feed price):

@@ -22,6 +22,9 @@ MAX_OFFERS = 500  # a page with thousands of offers is a catalog dump; the first
 Quote = tuple[Decimal, str | None]
 Term = tuple[Decimal | None, str | None, Availability | None]  # one offer: price, currency, stock
 _UNAVAILABLE = ("out_of_stock", "discontinued")
+# The field that carries, from the structured data to the cross-check, the top of the price
+# range whose lowest price was taken; never part of a product.
+RANGE_TOP = "price_range_top"
 
 _MACHINE = re.compile(r"-?\d+(?:\.\d+)?")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+|[ '’\u00a0\u202f\u2009]\d{3}(?!\d))*")
@@ -399,6 +402,21 @@ def best_offer(terms: list[Term]) -> tuple[Quote | None, Availability | None]:
     available = [t for t in same if t[2] not in _UNAVAILABLE] or same
     price = min(t[0] for t in available if t[0] is not None)
     return (price, currency), availability
+
+
+def range_top(
+    terms: list[Term], offers: object, index: dict[str, dict[str, Any]]
+) -> Decimal | None:
+    """The top of the prices a product's offers span: its dearest offer's, or an
+    AggregateOffer's ``highPrice``; None when they name no price."""
+    tops = [t[0] for t in terms if t[0] is not None and t[0] > 0]
+    for offer in as_list(offers)[:MAX_OFFERS]:
+        offer = resolve(offer, index)
+        if isinstance(offer, dict) and "aggregateoffer" in types_of(offer):
+            high, _ = price_and_currency(_first(offer.get("highPrice")))
+            if high is not None:
+                tops.append(high)
+    return max(tops, default=None)
 
 
 def _offer_term(

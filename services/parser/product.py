@@ -28,7 +28,14 @@ from typing import Any, Literal
 from services.parser.jsonld import Forest, as_list, first, resolve, types_of
 from services.parser.metatags import Fields
 from services.parser.microdata import TILE
-from services.parser.prices import Term, best_offer, format_price, offer_terms
+from services.parser.prices import (
+    RANGE_TOP,
+    Term,
+    best_offer,
+    format_price,
+    offer_terms,
+    range_top,
+)
 from services.parser.selected import selected_terms
 from shared.urls import canonicalize
 
@@ -310,6 +317,11 @@ def node_fields(node: dict[str, Any], index: dict, page_url: str | None = None) 
     if best is not None:
         out["price"] = format_price(best[0])
         _put(out, "currency", best[1])
+        top = range_top(terms, node.get("offers"), index) if not chosen else None
+        if top is not None and top > best[0]:
+            # A "from" price: the lowest of a range (sizes, sellers, an AggregateOffer). The
+            # buy box may show the default offer's, within the range (``crosscheck``).
+            out[RANGE_TOP] = format_price(top)
     _put(out, "availability", availability)
     for variant in variants[:MAX_VARIANTS]:  # a group's shared facts may live on its variants
         _put(out, "brand", out.get("brand") or _brand(variant.get("brand"), index))
