@@ -73,6 +73,8 @@ _SHOP_PAGE = re.compile(
     # a search page is the path's last segment (OpenSooq's items live under /search/<id>)
     r"|/(?:search|suche|recherche|busca|buscar|ricerca|szukaj)/?(?:$|\?)"
     r"|/catalogsearch/|/catalog/category/view"
+    # a Shopify collection (its products live at /products/<handle>, or under it)
+    r"|/collections/[^/?#]+/?(?:$|\?)"
     r"|[?&]route=(?:checkout|account)/|[?&]route=product/(?:compare|category|search|manufacturer)"
     r"|[?&]controller=(?:cart|order|my-account|authentication|products-comparison|category"
     r"|search|manufacturer)(?:&|$)",

@@ -110,6 +110,9 @@ def test_a_card_with_a_brand_logo_is_still_a_card() -> None:
         ("https://s.example/product-reviews/B08T5QN7ZQ/?pageNumber=2", True),
         ("https://s.example/index.php?route=product/category&path=20_27&page=3", True),
         ("https://s.example/index.php?controller=cart&action=show", True),
+        ("https://s.example/collections/rucksaecke?page=3", True),  # a Shopify collection
+        ("https://s.example/collections/all", True),
+        ("https://s.example/collections/packs/products/alpine-30l", False),  # its product
         # a product's own page, whatever words its slug holds
         ("https://s.example/products/cart-organizer-tray", False),
         ("https://s.example/index.php?route=product/product&product_id=42", False),
