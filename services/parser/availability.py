@@ -84,6 +84,8 @@ SOLD_OUT_WORDS = re.compile(
     r"|annuncio (?:scaduto|non (?:è )?più disponibile)|anzeige (?:ist )?(?:abgelaufen|deaktiviert"
     r"|nicht mehr verfügbar)|wurde (?:bereits )?verkauft|is (?:al )?verkocht|ha sido vendid[oa]"
     r"|foi vendid[oa]|został[oa]? sprzedan|объявление (?:не активно|закрыто|устарело)"
+    r"|ogłoszenie (?:jest )?nieaktywne|nie jest już dostępn|est[aá] reservad[oa]"
+    r"|(?:je |byl[oa]? )?rezervovan[ýáéo]|^\W*rezervováno\W*$"
     # the product itself gone: "Este producto ya no está disponible" (PrestaShop), "non è più
     # disponibile", "não está mais disponível"
     r"|no (?:está|esta) disponible|non è (?:più )?disponibile|não (?:está )?(?:mais )?disponível"

@@ -988,7 +988,12 @@ def _stock_words(text: str) -> Availability | None:
     """The state a stock element's text says, if it says one about buying online."""
     if not text or len(text) > 300 or _IN_STORE.search(text):
         return None  # a shop's stock for pickup says nothing about buying online
-    return shown_state(text)
+    state = shown_state(text)
+    if state == "in_stock" and _NOTIFY_WORDS.search(text.lower()):
+        # "Notify me when in stock" is not "in stock": a template's control, often hidden
+        # by script (mobly's "Avise-me quando chegar" on in-stock pages), says no state
+        return None
+    return state
 
 
 def read_disabled_sold_out(
@@ -1021,13 +1026,16 @@ _DISABLED = Query(
 # Where a buy box that is closed says why (an ad sold, reserved or expired, a product
 # withdrawn): elements named for the ad's state, which the stock query does not ask for
 # (Gumtree's vip-expired-banner, Avito's item-closed-warning, Subito's sold-banner, Vinted's
-# item-status--reserved, Target's data-test="outOfStockMessage"). Each word's test reads the
+# item-status--reserved, OLX's css-inactive, Target's data-test="outOfStockMessage"). Each
+# word's test reads the
 # page when the word is absent (~10 µs on 45 KB): ARIA's role="status" and role="alert",
 # which most of those notices carry, cost 36 µs to tell apart from the page's other roles
 # and add no notice the names miss, so they are not asked.
 _NOTICE_NODES = Query(
     Alternative('[class*="closed" i]', words=(b"closed",)),
     Alternative('[class*="expired" i]', words=(b"expired",)),
+    Alternative('[class*="inactive" i]', words=(b"inactive",)),
+    Alternative('[class*="reserved" i]', words=(b"reserved",)),
     Alternative('[class*="sold" i]', words=(b"sold",)),
     Alternative('[class*="status" i]', words=(b"status",)),
     Alternative('[data-test*="stock" i]', (b"data-test",), (b"stock",)),

@@ -95,6 +95,9 @@ def test_structured_values(value: str, state: str) -> None:
         ("Dieser Artikel wurde bereits verkauft", "out_of_stock"),
         ("Объявление не активно", "out_of_stock"),
         ("Este producto ya no está disponible", "out_of_stock"),
+        ("Ogłoszenie nieaktywne", "out_of_stock"),
+        ("Inzerát je rezervovaný.", "out_of_stock"),
+        ("Este producto está reservado.", "out_of_stock"),
         ("Over 500 have been sold", None),
         ("Tous droits réservés", None),
         # Bitrix Aspro's stock levels by count
