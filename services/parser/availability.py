@@ -53,6 +53,10 @@ _NOISE = re.compile(r"[^a-z]")
 # English ones may be hyphenated, as badges write them ("Out-of-Stock", "Sold-out").
 # Lower case, matched against lowered text: with ``re.I`` a 250-character text cost ~0.25 ms
 # (every alternative tried case-blind at every position), lowered ~0.06.
+_AUCTION_ENDED = (
+    r"bidding (?:has )?ended|auction (?:has )?(?:ended|closed)|listing (?:has )?ended"
+    r"|angebot (?:wurde )?beendet|auktion (?:ist )?beendet|オークションは終了"
+)
 SOLD_OUT_WORDS = re.compile(
     r"out[- ]of[- ]stock|sold[- ]out|currently unavailable|unavailable online|not available"
     r"|no longer available|temporarily unavailable|not[- ]in[- ]stock|ausverkauft"
@@ -77,8 +81,7 @@ SOLD_OUT_WORDS = re.compile(
     r"|재고 ?없음|нет на складе|нет в продаже|fora de estoque|fora de stock|sem stock"
     r"|نفدت? (?:الكمية|من المخزون)|نفذت? من المخزون|غير متاح|אזל ה?מלאי|אין במלאי|לא במלאי"
     # an auction that has ended, a classified ad taken down, sold or reserved
-    r"|bidding (?:has )?ended|auction (?:has )?(?:ended|closed)|angebot (?:wurde )?beendet"
-    r"|auktion (?:ist )?beendet|annonce (?:est )?désactivée|снято с публикации|オークションは終了"
+    rf"|{_AUCTION_ENDED}|annonce (?:est )?désactivée|снято с публикации"
     r"|ad (?:is|has) expired|(?:this|the) (?:ad|listing|item) (?:is|has) (?:expired|ended|closed)"
     r"|(?:has been|was) sold\b|(?:is|has been) reserved\b|è stato venduto|est réservée?"
     r"|annuncio (?:scaduto|non (?:è )?più disponibile)|anzeige (?:ist )?(?:abgelaufen|deaktiviert"
@@ -107,6 +110,7 @@ IN_STOCK_WORDS = re.compile(
     # a stock level for a count (Bitrix Aspro's "Много" / "Достаточно" / "Мало")
     r"|^\W*(?:много|достаточно|мало)\W*$",
 )
+_AUCTION_WORDS = re.compile(_AUCTION_ENDED)
 _PREORDER_WORDS = re.compile(r"pre-?order|vorbestell|précommande|pre-?venta|prenota")
 _BACKORDER_WORDS = re.compile(r"back-?order|made to order|auf bestellung|sur commande")
 _WORDS: tuple[tuple[re.Pattern[str], Availability], ...] = (
@@ -154,6 +158,11 @@ def shown_state(text: str) -> Availability | None:
         if words.search(lowered):
             return state
     return None
+
+
+def says_auction_ended(text: str) -> bool:
+    """The text says an auction or a listing has ended (a sold-out word, ``SOLD_OUT_WORDS``)."""
+    return _AUCTION_WORDS.search(text.lower()) is not None
 
 
 def says_sold_out(text: str) -> bool:

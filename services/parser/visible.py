@@ -43,7 +43,7 @@ from urllib.parse import urlsplit
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 from schemas.messages import Availability
-from services.parser.availability import says_sold_out, shown_state
+from services.parser.availability import says_auction_ended, says_sold_out, shown_state
 from services.parser.identifiers import is_item_url
 from services.parser.listing import cards_link_elsewhere, links_elsewhere, outermost
 from services.parser.markup import Alternative, Markup, Query, class_and_id, marks_of
@@ -931,9 +931,9 @@ def _stock_states(
             continue
         seen.add(node.mem_id)
         state = _stock_words(node.text(deep=True, separator=" "))
-        if state == "out_of_stock" and (_badge_off(node) or _in_picker(node)):
-            continue
         if state == "out_of_stock":
+            if _badge_off(node) or _in_picker(node):
+                continue
             # said by the shown part? (a price block holds Dawn's unshown sold-out badge)
             state = _stock_words(_shown_words(node))
         if state is not None and not _hidden(node) and not in_tile_container(node, memo):
@@ -1027,10 +1027,9 @@ _DISABLED = Query(
 # withdrawn): elements named for the ad's state, which the stock query does not ask for
 # (Gumtree's vip-expired-banner, Avito's item-closed-warning, Subito's sold-banner, Vinted's
 # item-status--reserved, OLX's css-inactive, Target's data-test="outOfStockMessage"). Each
-# word's test reads the
-# page when the word is absent (~10 µs on 45 KB): ARIA's role="status" and role="alert",
-# which most of those notices carry, cost 36 µs to tell apart from the page's other roles
-# and add no notice the names miss, so they are not asked.
+# word's test reads the page when the word is absent (~10 µs on 45 KB): ARIA's role="status"
+# and role="alert", which most of those notices carry, cost 36 µs to tell apart from the
+# page's other roles and add no notice the names miss, so they are not asked.
 _NOTICE_NODES = Query(
     Alternative('[class*="closed" i]', words=(b"closed",)),
     Alternative('[class*="expired" i]', words=(b"expired",)),
@@ -1045,15 +1044,8 @@ _MAX_NOTICES = 12
 # What a page whose buy button is out of use writes somewhere (a hidden one is disabled too,
 # in the templates we met): without it (most pages) the buy controls are not looked for (a
 # walk of the tree, ~0.1 ms on a 45 KB page).
-_UNSELLABLE = (b"disabled",)  # the sold-out check before this one has tested it
+_UNSELLABLE = b"disabled"  # the sold-out check before this one has tested it
 _WORDED = re.compile(r"[^\W\d_]")  # a letter, in any script
-# An auction's end is no notice of stock here: the annotations of real pages count an ended
-# eBay or LiveAuctioneers lot as in stock (its page still describes the item), so only a
-# stock element's own words (``_stock_of``) make it out of stock.
-_AUCTION_ENDED = re.compile(
-    r"bidding (?:has )?ended|auction (?:has )?(?:ended|closed)|listing (?:has )?ended"
-    r"|angebot (?:wurde )?beendet|auktion (?:ist )?beendet|オークションは終了"
-)
 
 
 def read_gone_notice(
@@ -1070,25 +1062,18 @@ def read_gone_notice(
         return
     memo: dict[int, bool] = {}
     gone: LexborNode | None = None
-    seen: set[int] = set()
-    for node in _NOTICE_NODES.select(tree, markup)[:_MAX_NOTICES]:
-        if node.mem_id in seen or node.tag in _UNSHOWN or _hidden(node):
+    for node, state in _stock_states(_NOTICE_NODES.select(tree, markup)[:_MAX_NOTICES], memo):
+        if state == "out_of_stock" and says_auction_ended(_shown_words(node)):
+            # An auction's end is no notice of stock here: the annotations of real pages
+            # count an ended eBay or LiveAuctioneers lot as in stock (its page still
+            # describes the item), so only a stock element's own words make it sold out.
             continue
-        seen.add(node.mem_id)
-        words = _shown_words(node)
-        state = _stock_words(words)
-        if state is None or _AUCTION_ENDED.search(words.lower()) or _badge_off(node):
-            continue  # an unshown sold-out badge (Dawn's) is no notice either
-        if (
-            in_tile_container(node, memo)
-            or _in_picker(node)
-            or cards_link_elsewhere([node], page_urls, base, title=shown.title)
-        ):
+        if _in_picker(node) or cards_link_elsewhere([node], page_urls, base, title=shown.title):
             continue  # another item's card's, or a size's
         if state != "out_of_stock":
             return  # the notices disagree: one of them is a template's
         gone = gone or node
-    if gone is None and any(markup.names(mark) for mark in _UNSELLABLE):
+    if gone is None and markup.names(_UNSELLABLE):
         gone = _notify_instead(tree, markup, memo, (page_urls, base, shown.title))
     if gone is not None:
         shown.stock, shown.stock_node = "out_of_stock", gone
