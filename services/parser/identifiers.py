@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 _SKU_LABELS = (
     r"product\s*(?:code|no\.?|number|id|ref(?:erence)?)|item\s*(?:#|no\.?|number|code|id)"
     r"|article\s*(?:no\.?|number|code)|art(?:ikel)?\.?\s*-?\s*n(?:r|o)\.?|artikelnummer"
-    r"|artikelcode|bestell-?\s*(?:nr\.?|nummer)|produktnummer|sku|style\s*(?:#|no\.?|code)"
+    r"|artikelcode|bestell-?\s*(?:nr\.?|nummer)|order\s*code|produktnummer|sku|style\s*(?:#|no\.?|code)"
     r"|stock\s*code|cat(?:alog(?:ue)?)?\.?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f(?:\.|(?=\s*:))"
     r"|r[ée]f[ée]rence(?:\s*(?:du\s*)?produit)?"
     r"|code\s*(?:article|produit)|c[óo]d(?:igo)?\.?(?:\s*(?:de|do|del)\s*(?:produto|producto"
@@ -34,7 +34,7 @@ _SKU_LABELS = (
     r"|codice(?:\s*(?:articolo|prodotto))?|cod\.\s*art\.?|rif\.|nr\.?\s*ref\.?"
     r"|numer\s*referencyjny|k[óo]d(?:\s*(?:produktu|tovaru|zbo[žz][íi]))?"
     r"|(?:toote|artikli)?kood|(?:produkta|preces)?\s*kods|(?:prek[ėe]s\s*)?kodas|artikul[as]s?"
-    r"|(?:nr|numer)\s*katalogowy|katalogov[ée]\s*č[íi]slo|код(?:\s*товара)?|артикул|арт\."
+    r"|(?:nr|numer)\s*(?:katalogowy|artyku[łl]u)|katalogov[ée]\s*č[íi]slo|код(?:\s*товара)?|артикул|арт\."
     r"|varenummer|varenr\.?|tuotenumero|tuotekoodi|ürün\s*kodu|stok\s*kodu|מק\"ט|מק״ט"
     r"|商品編號|商品编号|货号|貨號|商品番号|品番|商品コード|상품번호|상품코드|품번"
     r"|cod\s*produs|cikksz[áa]m|term[ée]kk[óo]d|κωδικός(?:\s*προϊόντος)?|šifra(?:\s*proizvoda)?"
@@ -55,8 +55,11 @@ _MPN_LABELS = (
     r"|modello|型号|型號|型番|모델명"
 )
 _GTIN_LABELS = r"ean(?:-?code)?|gtin(?:-?1[234])?|upc|isbn(?:-?1[03])?|barcode|штрихкод"
-# A code: letters, digits and the separators shops use (002.937.72, 1002/710, PU_106160/01).
-_CODE = r"(?P<code>[A-Za-z0-9][A-Za-z0-9./_-]{1,40})"
+# A code: letters, digits and the separators shops use (002.937.72, 1002/710, PU_106160/01),
+# and groups of capitals and digits after single spaces, each with a digit (Bosch's and
+# Würth's numbers as they print them, "0 986 479 B93", "0165 040 440"): a word after a code
+# ("12345 Stück") has none, so it is no group.
+_CODE = r"(?P<code>[A-Za-z0-9][A-Za-z0-9./_-]{0,40}(?: (?=[A-Z]{0,5}\d)[A-Z0-9]{1,6}){0,5})"
 _GAP = (  # a colon may sit in a span of its own, between the label's and the code's (VTEX)
     r"\s*(?:n[°º]\s*|no\.\s*|[:#.\-–—|：]\s*)?(?:<[^<>]{0,300}>\s*){0,6}"
     r"(?:[:#：]\s*(?:<[^<>]{0,300}>\s*){0,4})?(?:&nbsp;|&#160;|\s)*"  # "Код:&nbsp;281234567"

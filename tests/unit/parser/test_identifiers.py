@@ -50,6 +50,11 @@ from services.parser.identifiers import is_item_url, labelled_codes, shows_code,
         ("<div>Kavel ID: 45871203</div>", "45871203", None, None),
         ("<th><span>상품코드</span></th><td><span>P0000BKQ</span></td>", "P0000BKQ", None, None),
         ("<div>Réf : HP195161234567</div>", "HP195161234567", None, None),  # no point
+        # Numbers printed in spaced groups, each group with a digit; a word after is none.
+        ("<div>Codice articolo: <span>0 986 479 B93</span></div>", "0 986 479 B93", None, None),
+        ("<dt>Art.-Nr.</dt><dd>0165 040 440</dd>", "0165 040 440", None, None),
+        ("<p>Art.-Nr.: 12345 Stück</p>", None, None, None),
+        ("<li>Numer artykułu: AD115O1HA-A11</li>", "AD115O1HA-A11", None, None),
         ("<p>Model: WX-200</p>", None, "WX-200", None),
         ("<p>Mfr. Part #: MP-77</p>", None, "MP-77", None),
         ("<p>Item model number: B0-12</p>", None, "B0-12", None),
