@@ -59,7 +59,11 @@ _AUCTION_ENDED = (
 )
 SOLD_OUT_WORDS = re.compile(
     r"out[- ]of[- ]stock|sold[- ]out|currently unavailable|unavailable online|not available"
-    r"|no longer available|temporarily unavailable|not[- ]in[- ]stock|ausverkauft"
+    r"|no longer (?:available|stocked|sold|carried|offered)|(?:has been|is|was) discontinued"
+    r"|^\W*discontinued\W*$"
+    r"|(?:cannot|can no longer|can't) be (?:ordered|purchased)"
+    r"|nicht mehr (?:bestellbar|im sortiment)|temporarily unavailable|not[- ]in[- ]stock"
+    r"|ausverkauft"
     r"|nicht (?:mehr )?(?:verfügbar"
     r"|lieferbar|auf lager|vorrätig)|derzeit nicht|rupture de stock|épuisé|indisponible"
     r"|(?:plus|pas) en stock|hors stock|plus disponible|en rupture|nicht zur verfügung"

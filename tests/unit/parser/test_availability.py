@@ -41,6 +41,9 @@ def test_structured_values(value: str, state: str) -> None:
         ("Sold", "out_of_stock"),  # a classified ad's status, as the whole text
         ("Reserviert", "out_of_stock"),
         ("Sold by Northwind Outlet", None),  # the seller, not the state
+        ("No Longer Stocked", "out_of_stock"),  # a distributor's withdrawn part
+        ("This product is discontinued and can no longer be ordered.", "out_of_stock"),
+        ("Nicht mehr bestellbar", "out_of_stock"),
         ("1,234 sold", None),
         ("Bidding has ended", "out_of_stock"),
         ("Raktáron", "in_stock"),
