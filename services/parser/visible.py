@@ -877,9 +877,37 @@ def _worded(query: Query, tree: LexborHTMLParser, markup: Markup | None) -> list
             continue  # one element can match two of the selectors ("buyBtn": buy and btn)
         seen.add(node.mem_id)
         words = _control_words(node)
-        if (len(words) < 60 and _BUY_WORDS.search(words)) or _calls_buy_script(node):
+        if (
+            (len(words) < 60 and _BUY_WORDS.search(words))
+            or _calls_buy_script(node)
+            or (words in _ADD_WORDS and _beside_quantity(node))
+        ):
             worded.append(node)
     return outermost(worded)
+
+
+# A grocer's buy button says only "Add", beside the quantity to add (Tesco's, Ocado's,
+# Carrefour's "Ajouter"): alone, the word adds reviews, addresses and wish-list entries.
+_ADD_WORDS = frozenset(
+    ("add", "ajouter", "añadir", "agregar", "aggiungi", "hinzufügen", "toevoegen", "dodaj",
+     "lägg till", "adicionar", "lisää", "ekle", "добавить")
+)  # fmt: skip
+_QUANTITY_INPUT = (
+    'input[type="number"], input[name*="qty" i], input[name*="quantity" i], '
+    'input[id*="qty" i], input[id*="quantity" i]'
+)
+
+
+def _beside_quantity(node: LexborNode) -> bool:
+    """A quantity field in the control's block (its parent or grandparent)."""
+    block = node.parent
+    for _ in range(2):
+        if block is None or not block.is_element_node:
+            return False
+        if block.css_first(_QUANTITY_INPUT) is not None:
+            return True
+        block = block.parent
+    return False
 
 
 def _notify_control(
