@@ -256,6 +256,11 @@ _EXCL_TAX = re.compile(
     re.I,
 )
 _PERCENT = re.compile(r"[-−]?\d+(?:[.,]\d+)?\s*[%٪％]")  # Arabic and full-width signs too
+# A quantity before the amount it buys: a price-break table's "1+" or "10 pcs", which would
+# read as the price ("1+ £1.12 (£1.34 inc VAT)").
+_QUANTITY = re.compile(
+    r"(?<![\d.,])\d{1,6}\s*(?:\+|(?:pcs?|pieces?|items?|units?|stk|szt|st\.)(?![^\W\d_]))", re.I
+)
 _STRUCK_TAGS = ("del", "s", "strike")
 _LINE_THROUGH = re.compile(r"line-through", re.I)
 # Text for screen readers only: the usual utility classes (Bootstrap, WordPress, Tailwind,
@@ -692,6 +697,7 @@ def _shown_price(node: LexborNode) -> tuple[Decimal | None, str]:
     text = _PERCENT.sub(" ", _own_text(node))
     if " " in text:
         text = _MULTI_BUY.sub(" ", text)  # "2 for $7.00 $4.49 each": the unit price
+        text = _QUANTITY.sub(" ", text)
     if content is not None:
         return parse_price(content), text
     if text and text[-1].isdigit() and not _DECIMALS.search(text):
