@@ -102,7 +102,8 @@ def links_elsewhere(control: LexborNode, page_urls: set[str], base: str) -> bool
 _ADDS = re.compile(  # and an auction's bid, a classified ad's offer or reply to its seller
     rf"add[-_]?to[-_]?(?:cart|basket|bag)|/(?:{CART_PATHS}"
     r"|bid|bids|place-bid|make-offer|reply|contact)(?:/|$|\?)"
-    r"|[?&](?:add-to-cart|action=(?:add|buy|bid)|buy(?:_now)?|bid)=?",
+    r"|[?&](?:add-to-cart|action=(?:add|buy|bid)|buy(?:_now)?|bid)=?"
+    r"|^(?:https?:)?//(?:cart|basket|checkout)\.",  # the shop's cart host (JD's cart.jd.com)
     re.I,
 )
 

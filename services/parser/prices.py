@@ -295,13 +295,15 @@ def currency_in_text(text: str) -> str | None:
 
 # Symbols several currencies share ("$", "kr", "Rs", "元"), and which one a shop's country
 # domain means by it: "$" on a .com.ar shop is pesos, "kr" on a .se shop crowns.
-_SHARED_SYMBOL = re.compile(r"(?<![^\W\d_])(kr|Rs)\.?(?![^\W\d_])|\$|元")
+_SHARED_SYMBOL = re.compile(r"(?<![^\W\d_])(kr|Rs)\.?(?![^\W\d_])|\$|元|[¥￥]")
 _BY_COUNTRY = {
     "$": {"ar": "ARS", "cl": "CLP", "mx": "MXN", "co": "COP", "uy": "UYU", "ca": "CAD",
           "au": "AUD", "nz": "NZD", "sg": "SGD", "hk": "HKD", "tw": "TWD", "us": "USD"},
     "kr": {"se": "SEK", "no": "NOK", "dk": "DKK", "is": "ISK"},
     "rs": {"pk": "PKR", "in": "INR", "lk": "LKR", "np": "NPR"},
     "元": {"tw": "TWD", "hk": "HKD", "cn": "CNY"},
+    "¥": {"cn": "CNY"},  # the yen's sign is the yuan's too, as Chinese shops print it
+    "￥": {"cn": "CNY"},
 }  # fmt: skip
 
 

@@ -159,7 +159,7 @@ _BUY_WORDS = re.compile(
     r"|acheter|acquista|kup(?:uję|ić| teraz)?|koupit"
     r"|kúpiť|köp|kjøp|osta|buy|cumpăr[aă]|vásárlás|αγορά|mua ngay|beli(?: sekarang)?|satın al"
     r"|(?:comprar|köp|acquista) (?:ahora|agora|nu|ora)|jetzt kaufen|acheter maintenant"
-    r"|購買|購入する|立即購買|立即购买|구매하기|바로구매|장바구니)\s*$"
+    r"|購買|購入する|立即購買|立即购买|구매하기|바로 ?구매|장바구니)\s*$"
     r"|カートに入れる|カートに追加|加入购物车|加入購物車|放入購物車|장바구니 담기",
 )  # lower case: matched against ``_label`` (one regex over a lowered label, not case-blind)
 # "Notify me when available" in the languages of the shops we meet (lower case, as _BUY_WORDS).
@@ -190,6 +190,9 @@ _NAME_NODES = Query(
     Alternative('[class*="item-name" i]', words=(b"item-name",)),
     Alternative('[class*="item_name" i]', words=(b"item",)),
     Alternative('[class*="page-title" i]', words=(b"page-title",)),  # OpenCart's Journal theme
+    Alternative('[class*="sku-name" i]', words=(b"sku-name",)),  # JD's
+    Alternative('[class*="goods-name" i]', words=(b"goods-name",)),  # East Asian shops' "goods"
+    Alternative('[class*="goods_name" i]', words=(b"goods",)),
 )
 _MAX_PRICE_NODES = 60  # price-marked elements looked at after the title
 # Card prices passed over before the reading stops: each costs a climb and queries of the
@@ -266,7 +269,7 @@ _LINE_THROUGH = re.compile(r"line-through", re.I)
 # Text for screen readers only: the usual utility classes (Bootstrap, WordPress, Tailwind,
 # Amazon's a-offscreen). The shopper reads the price beside it.
 _SCREEN_READER = re.compile(
-    r"screen-?reader|(?:^|[\s_-])(?:sr-only|visually-?hidden|offscreen)(?:$|[\s_-])", re.I
+    r"screen-?reader|(?:^|[\s_-])(?:sr-only|visually-?hidden|offscreen|blind)(?:$|[\s_-])", re.I
 )
 _DECIMALS = re.compile(r"[.,]\d{1,2}$")
 _FRACTION = re.compile(r"fraction|decimal|cent", re.I)
@@ -393,13 +396,13 @@ def read_visible(
     nodes = _PRICE_NODES.select(tree, markup)
     # An <h1> that is only an amount is the price set as a heading beside the title's
     # (osCommerce 2.3's <h1 style="float: right">$299.99</h1>), not a title; nor is a logo.
-    h1s = [node for node in nodes if node.tag == "h1" and not _no_title(node)]
+    h1s = [node for node in nodes if node.tag == "h1" and not _no_title(node, title_hint)]
     title = _title(h1s, title_hint)
     if title is None and len(h1s) != 1:
         # Cards of other products in <h1>s, none the page's, or no <h1> at all: its title is
         # then a lower heading, or an element classed as the product's name, that the page's
-        # <title> names.
-        title = _title(tree.css("h2"), title_hint, must_name=True)
+        # <title> names (Godomall's skins put the product's in an <h3>, the logo in the <h1>).
+        title = _title(tree.css("h2, h3"), title_hint, must_name=True)
         if title is None and not h1s:
             title = _title(_NAME_NODES.select(tree, markup), title_hint, must_name=True)
     if title is not None:
@@ -522,18 +525,22 @@ def _title(
     return None
 
 
-def _no_title(node: LexborNode) -> bool:
+def _no_title(node: LexborNode, title_hint: str | None) -> bool:
     """An ``<h1>`` that titles nothing: only an amount, no words at all (a shop's logo image,
     MakeShop's ``<h1 class="logo">``, before a sidebar of other products' prices), or the
-    shop's name as a link to its home page (EC-CUBE's header, its product's name an h2)."""
+    shop's name as a link: to its home page (EC-CUBE's header, its product's name an h2), or
+    anywhere when the page's title ends with it (a marketplace store's header, "Grinder DR-G40
+    : dailyroast", whose store page is a path of the marketplace)."""
     text = node.text(deep=True, separator=" ").strip()
     if not text or (len(text) < 30 and shows_money(text)):
         return True
     link = node.css_first("a[href]")
-    if link is None:
+    if link is None or link.text(deep=True, separator=" ").strip() != text:
         return False
-    home = urlsplit(link.attributes.get("href") or "").path in ("", "/")
-    return home and link.text(deep=True, separator=" ").strip() == text
+    if urlsplit(link.attributes.get("href") or "").path in ("", "/"):
+        return True
+    parts = _TITLE_PARTS.split(title_hint.strip()) if title_hint else []
+    return len(parts) > 1 and parts[-1].casefold() == text.casefold()
 
 
 def _joined_name(h1s: list[LexborNode], title: LexborNode, name: str, hint: str) -> str:
@@ -1264,4 +1271,10 @@ def _control_words(node: LexborNode) -> str:
 def _label(text: str) -> str:
     """A control's words as read: lower case, its runs of white space one space (Shopware's
     label is two spans, "In den" and "Warenkorb", on lines of their own)."""
-    return " ".join(text.split()).lower() if len(text) < 1000 else text.lower()
+    if len(text) >= 1000:
+        return text.lower()
+    words = " ".join(text.split()).lower()
+    half = len(words) // 2
+    if words[half : half + 1] == " " and words[:half] == words[half + 1 :]:
+        return words[:half]  # said twice, once for screen readers (Naver's "blind" span)
+    return words
