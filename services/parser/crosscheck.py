@@ -142,6 +142,10 @@ def _stock(fields: Fields, shown: Visible, conflicts: list[str]) -> None:
         fields["availability"] = "out_of_stock"
         conflicts.append(f"availability: page out_of_stock, structured data {structured}")
     elif shown.stock == "in_stock" and structured not in _AVAILABLE:
+        if shown.sells:
+            # Its stock element says in stock beside a buy button in use: the structured
+            # state is a store's (HORNBACH's availableAtOrFrom) or stale (Alza's feed)
+            fields["availability"] = "in_stock"
         conflicts.append(f"availability: page in_stock, structured data {structured}")
 
 

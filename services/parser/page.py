@@ -43,6 +43,7 @@ from services.parser.visible import (
     find_buttons,
     read_disabled_sold_out,
     read_gone_notice,
+    read_selling,
     read_stock_label,
     read_visible,
     shown_only_in_cards,
@@ -278,6 +279,10 @@ def _product(
         _guard(
             "sold out", url, lambda: read_disabled_sold_out(tree, shown, page_urls, base, markup)
         )
+    if structured is not None and state in ("out_of_stock", "discontinued"):
+        # Gone by its structured data while the page's stock element says in stock: whether
+        # the page sells it is its buy controls' word.
+        _guard("selling", url, lambda: read_selling(tree, shown, page_urls, base, markup))
     if (decided is not None or by_layout) and state in ("in_stock", "limited", None):
         # Still no state on the page: a notice that the item is gone (a sold or expired ad,
         # a withdrawn product), or a notify control where the buy button was.

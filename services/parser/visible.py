@@ -343,6 +343,9 @@ class Visible:
     # Buy controls were found, every one in a card that links to another page: a listing's.
     carded: bool = False
     box_text: str = ""  # the text the price was read from (its box's, its old parts left out)
+    # The page's stock element says in stock and one of its own buy controls is in use: what
+    # a stale structured OutOfStock (a store's stock, a feed's lag) does not outweigh.
+    sells: bool = False
 
     def shows(self, price: Decimal) -> bool:
         """The page shows ``price`` as a current price: read as one, or among the amounts of
@@ -1165,6 +1168,22 @@ def _notify_instead(
         if not cards_link_elsewhere([control], page_urls, base, title=title):
             return None  # a buy control of the page's own, enabled
     return notify
+
+
+def read_selling(
+    tree: LexborHTMLParser, shown: Visible, page_urls: set[str], base: str, markup: Markup
+) -> None:
+    """``shown.sells`` when the page's stock element says in stock and a buy control of the
+    page's own is shown, enabled and not a sold-out one. Asked only of a product whose
+    structured data says it cannot be bought: the controls cost walks of the tree."""
+    if shown.stock != "in_stock":
+        return
+    if not shown.buttons:
+        find_buttons(tree, shown, page_urls, base, markup)
+    shown.sells = any(
+        not _hidden(control) and "disabled" not in control.attributes and not _sold_out(control)
+        for control in shown.buttons
+    )
 
 
 def read_stock_label(shown: Visible, markup: Markup) -> None:
