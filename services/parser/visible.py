@@ -1015,7 +1015,14 @@ _BLOCK_CLIMB = 6
 
 
 # A picker of sizes, colours or other variants: a sold-out size says nothing of the others.
-_PICKER = re.compile(r"picker|swatch|size|variant|dimension", re.I)
+# An option's own item too (Gmarket's link__option--soldout, PChome's specItem), not a block
+# of a product's options (Magento's product-options-wrapper holds the buy box), nor a
+# button's size (Lazada's pdp-button_size_xl, Bootstrap's btn-size-lg).
+_PICKER = re.compile(
+    r"picker|swatch|size(?![-_]{1,2}(?:x*[sml]|lg|md|sm|small|medium|large|big|\d)(?![^\W_]))"
+    r"|variant|dimension|spec-?item|option(?:$|\s|--|__|-?item|-?value)",
+    re.I,
+)
 
 
 def _in_picker(node: LexborNode) -> bool:
