@@ -228,8 +228,9 @@ _NOT_A_PRICE = re.compile(
     re.I,
 )
 # A later buy-box price marked as the one that applies now: lower than the first, it is the
-# sale price and the first the regular one.
-_SALE = re.compile(r"sale|special|promo|offer|now|current|final|reduced|deal", re.I)
+# sale price and the first the regular one. An offer's, not an "offers" block's: that lists
+# coupon and bank prices (Myntra's "Best Price: Rs. 584" under its ₹649).
+_SALE = re.compile(r"sale|special|promo|offer(?!s)|now|current|final|reduced|deal", re.I)
 _SALE_AFTER = 3
 # An amount saved, not paid: "(7,800원 할인)" after Cafe24's sale price, "Sie sparen 50,00 €"; an
 # amount in parentheses is an aside to the price before it.
