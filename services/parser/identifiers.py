@@ -85,7 +85,8 @@ _MAX_SKUS = 10
 _MAX_LOOKS = 20  # occurrences of a code checked for being shown as text
 
 # Item ids in URL paths: an ASIN after /dp/, an id after a marketplace segment, or a trailing
-# id of five or more digits (optionally with a letter prefix) on the last segment.
+# id of five or more digits (optionally after up to four letters: Takealot's PLID) on the last
+# segment.
 _ASIN = re.compile(r"/(?:dp|gp/product|gp/aw/d)/([A-Z0-9]{10})(?:[/?#]|$)")
 _ITEM_SEGMENT = re.compile(
     r"/(?:itm|item|items|deal|deals|listing|listings|ad|ads|anuncio|annonce|offer|lot)"
@@ -99,7 +100,7 @@ _P_SEGMENT = re.compile(
     r"|/p/(itm(?=[a-z]*\d)[0-9a-z]{10,16})(?:[/?#]|$)"
 )
 _TRAILING_ID = re.compile(
-    r"(?:^|[-_/]|iid-)([A-Za-z]{0,2}\d{5,}[A-Za-z]{0,2})(?:\.(?:html?|php|aspx?|htm))?/?$"
+    r"(?:^|[-_/]|iid-)([A-Za-z]{0,4}\d{5,}[A-Za-z]{0,2})(?:\.(?:html?|php|aspx?|htm))?/?$"
 )
 
 

@@ -114,6 +114,9 @@ def test_code_not_shown_as_the_sku() -> None:
         ("https://www.kart.example/galaxy-m32/p/itm8c1f2a3b4d5e6?pid=MOBG", "itm8c1f2a3b4d5e6"),
         ("https://shop.example.com/category/p/ABCDEFGHIJ", None),  # a word, not a code
         ("https://shop.example.com/products/widget", None),
+        # a trailing id after a prefix of up to four letters (Takealot's PLID)
+        ("https://www.mall.example.co.za/tv-55a6k/PLID73456789", "PLID73456789"),
+        ("https://www.mall.example.co.za/tv-55a6k/UNITS73456789", None),
     ],
 )
 def test_url_item_ids(url: str, item: str | None) -> None:
