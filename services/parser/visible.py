@@ -1188,10 +1188,22 @@ def read_selling(
         return
     if not shown.buttons:
         find_buttons(tree, shown, page_urls, base, markup)
-    shown.sells = any(
-        not _hidden(control) and "disabled" not in control.attributes and not _sold_out(control)
-        for control in shown.buttons
-    )
+    shown.sells = any(_in_use(control) for control in shown.buttons)
+
+
+_OUT_OF_USE = re.compile(r"(?:^|[\s_-])disabled(?:$|[\s_-])", re.I)
+
+
+def _in_use(control: LexborNode) -> bool:
+    """A buy control that is shown, enabled and not a sold-out one. A control may be the block
+    around the button (a "buy-box" is one, counted once): a disabled button in it is out of use
+    too."""
+    attrs = control.attributes
+    if _hidden(control) or _sold_out(control) or "disabled" in attrs:
+        return False
+    if attrs.get("aria-disabled") == "true" or _OUT_OF_USE.search(attrs.get("class") or ""):
+        return False
+    return control.css_first('[disabled], [aria-disabled="true"]') is None
 
 
 def read_stock_label(shown: Visible, markup: Markup) -> None:
