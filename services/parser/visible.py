@@ -208,8 +208,9 @@ _OLD_ANYWHERE = r"strike|crossed|line-?through|(?<![a-z])lthr|rrp|msrp|uvp"
 # "old", not in "bold", "sold" (Shopify's price--sold-out block) or "hold" (a placeholder)
 _OLD_WORDS = (
     rf"(?<![bsh])old|was|compare|{_OLD_ANYWHERE}|list[-_]?price|(?<![a-z])mrp|origin|before|initial"
+    r"|non-?sale"  # BigCommerce's price--non-sale, its "Was:" price
 )
-_OLD = re.compile(rf"(?<!with[-_])(?<!has[-_])(?:{_OLD_WORDS}|regular)", re.I)
+_OLD = re.compile(rf"(?<!with)(?<!with[-_])(?<!has)(?<!has[-_])(?:{_OLD_WORDS}|regular)", re.I)
 # An old-price mark on a part of a price box that does not say "price" (x-kom's
 # <div class="old">, Cdiscount's fpStriked): the words that are no part of other words, or
 # the others as whole class words ("old", not "holder"; "regular", not "font-regular").
@@ -221,16 +222,19 @@ _OLD_PART = re.compile(
 )
 # The old-price words but "regular": a price marked only "regular", unstruck, with no
 # other price beside it, is the price (the non-sale one), not an old one.
-_OLD_BUT_REGULAR = re.compile(rf"(?<!with[-_])(?<!has[-_])(?:{_OLD_WORDS})", re.I)
+_OLD_BUT_REGULAR = re.compile(rf"(?<!with)(?<!with[-_])(?<!has)(?<!has[-_])(?:{_OLD_WORDS})", re.I)
 _NOT_A_PRICE = re.compile(
-    r"unit|per-|instal|monthly|credit|financ|shipping|delivery|bonus|points|(?<!incl[-_])tax"
+    r"unit|per-|instal|monthly|credit|financ|shipping|delivery|bonus|points"
+    r"|(?<!incl[-_])(?<!with)(?<!with[-_])tax"  # not BigCommerce's price--withTax
     r"|excl|deposit|filter|save|saving|discount|percent",
     re.I,
 )
 # A later buy-box price marked as the one that applies now: lower than the first, it is the
 # sale price and the first the regular one. An offer's, not an "offers" block's: that lists
 # coupon and bank prices (Myntra's "Best Price: Rs. 584" under its ₹649).
-_SALE = re.compile(r"sale|special|promo|offer(?!s)|now|current|final|reduced|deal", re.I)
+_SALE = re.compile(
+    r"(?<!non)(?<!non-)sale|special|promo|offer(?!s)|now|current|final|reduced|deal", re.I
+)
 _SALE_AFTER = 3
 # An amount saved, not paid: "(7,800원 할인)" after Cafe24's sale price, "Sie sparen 50,00 €"; an
 # amount in parentheses is an aside to the price before it.
@@ -763,7 +767,10 @@ def _own_text(node: LexborNode) -> str:
         tag = sub.tag
         attrs = sub.attributes
         marks = marks_of(attrs)
-        old = _price_marks(marks)[0]
+        # Marked only "regular", and not struck through, it is the price the container shows
+        # (Vue Storefront's sf-price__regular, Dawn's price__regular): a regular price that a
+        # sale price replaces is struck (Dawn's <s class="price-item--regular">) or marked old.
+        old = _price_marks(marks)[0] and _OLD_BUT_REGULAR.search(marks) is not None
         struck = tag in _STRUCK_TAGS or (
             old and ("price" in marks.lower() or _OLD_PART.search(marks) is not None)
         )
