@@ -273,9 +273,11 @@ def _product(
         _guard("stock label", url, lambda: read_stock_label(shown, markup))
     stated = levels[decided][1].get("availability") if decided is not None else None
     state = normalize_availability(stated)
-    if structured is not None and state == "in_stock":
-        # In stock by its structured data, no state marked on the page: a disabled button
-        # that says sold out is the page's word (read before the visible level is taken).
+    if (structured is not None and state == "in_stock") or (decided is not None and not state):
+        # In stock by its structured data, or no state from it (an OpenGraph product, a
+        # JSON-LD block too broken to read), and no state marked on the page: a disabled
+        # button that says sold out is the page's word (read before the visible level is
+        # taken).
         _guard(
             "sold out", url, lambda: read_disabled_sold_out(tree, shown, page_urls, base, markup)
         )
