@@ -24,6 +24,7 @@ from selectolax.lexbor import LexborNode
 
 from schemas.source import Source
 from services.parser.markup import class_and_id
+from services.parser.microdata import in_tile_container
 from shared.urls import canonicalize
 
 _CLIMB = 6  # ancestors looked at from a buy control; a card is small
@@ -148,6 +149,7 @@ def _in_card(
 ) -> bool:
     parent = button.parent
     before_title = False  # the control comes before the title (a header's mini basket)
+    memo: dict[int, bool] = {}
     for _ in range(_CLIMB):
         if parent is None or parent.tag in ("body", "html", "main"):
             return False
@@ -161,7 +163,15 @@ def _in_card(
         links = parent.css("a[href]")
         if row and len(links) > _ROW_CARD_LINKS:
             return False  # climbed past any card into a page's section
-        if any(_elsewhere(link, page_urls, base) and _is_card_link(link) for link in links):
+        # A recommendation row's tiles are no card of this control's (not in such a row
+        # itself): a climb past a buy box whose title sits apart (SAP Spartacus puts its <h1>
+        # in the breadcrumb's slot) reaches the layout that holds the rows.
+        if any(
+            _elsewhere(link, page_urls, base)
+            and _is_card_link(link)
+            and not in_tile_container(link, memo)
+            for link in links
+        ):
             # a grid holds several buy controls: the card is the level below it
             held = [node for node in parent.traverse() if node.mem_id in buttons]
             if len(held) > 1 and len(outermost(held)) == 1 and _titled(links, page_urls, base):
