@@ -827,6 +827,9 @@ def _join(pieces: list[str], piece: str, fraction: bool) -> None:
     ):
         pieces[-1] += piece  # "279€99" (or "279€" + <sup>99</sup>): the reader's 279.99
         return
+    if pieces and piece == "€" and pieces[-1][-1].isdigit():
+        pieces[-1] += piece  # "499" + <span>€<sup>99</sup></span>: the point's place
+        return
     if pieces:
         last = pieces[-1]
         cents = len(piece) == 2 and piece.isdigit() and not _DECIMALS.search(last)
