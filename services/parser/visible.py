@@ -168,7 +168,7 @@ _NOTIFY_WORDS = re.compile(
     r"|benachrichtig|verfügbarkeit anfragen|m['’]avertir|m['’]alerter|prévenez-moi|avísame"
     r"|avisarme|avise-me|me avise|avvisami|powiadom|upozornit|értesítést kérek|informeer mij"
     r"|уведомить о поступлении|сообщить о поступлении|сообщить о наличии|повідомити про наявність"
-    r"|入荷お知らせ|再入荷|到货通知|到貨通知|재입고 알림"
+    r"|入荷お知らせ|再入荷|到货通知|到貨通知|재입고 알림|עדכנו אותי|הודיעו לי|עדכן אותי"
 )
 _MAX_BUTTONS = 300
 _MAX_CONTROLS = 40  # more add-to-cart controls outside recommendation rows: a grid
@@ -1120,6 +1120,7 @@ _NOTICE_NODES = Query(
     Alternative('[class*="status" i]', words=(b"status",)),
     Alternative('[data-test*="stock" i]', (b"data-test",), (b"stock",)),
     Alternative('[data-testid*="stock" i]', (b"data-test", b"data-testid"), (b"stock",)),
+    Alternative('[data-test-id*="stock" i]', (b"data-test", b"data-test-id"), (b"stock",)),
 )
 _MAX_NOTICES = 12
 # What a page whose buy button is out of use writes somewhere (a hidden one is disabled too,
