@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 _SKU_LABELS = (
     r"product\s*(?:code|no\.?|number|id|ref(?:erence)?)|item\s*(?:#|no\.?|number|code|id)"
     r"|article\s*(?:no\.?|number|code)|art(?:ikel)?\.?\s*-?\s*n(?:r|o)\.?|artikelnummer"
-    r"|artikelcode|bestell-?\s*(?:nr\.?|nummer)|order\s*code|produktnummer|sku|style\s*(?:#|no\.?|code)"
+    r"|artikelcode|bestell-?\s*(?:nr\.?|nummer)|order\s*code|produktnummer|sku|style(?:\s*(?:#|no\.?|code))?"
     r"|stock\s*code|cat(?:alog(?:ue)?)?\.?\s*(?:#|no\.?|number)|ref(?:erence|\.)|r[ée]f(?:\.|(?=\s*:))"
     r"|r[ée]f[ée]rence(?:\s*(?:du\s*)?produit)?"
     r"|code\s*(?:article|produit)|c[óo]d(?:igo)?\.?(?:\s*(?:de|do|del)\s*(?:produto|producto"

@@ -187,8 +187,11 @@ def class_and_id(node: LexborNode) -> str:
 
 
 def marks_of(attrs: dict[str, str | None]) -> str:
-    """``class_and_id`` of attributes already read."""
-    return f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+    """``class_and_id`` of attributes already read, and the test id that React shops with
+    hashed classes name their parts by (Nike's data-testid="recommendations")."""
+    testid = attrs.get("data-testid")
+    marks = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+    return f"{marks} {testid}" if testid else marks
 
 
 _UNREAD = frozenset([b"?"])  # not a word: the attribute's values are not read yet

@@ -638,7 +638,16 @@ def _read_prices(
             out.symbol = shared_symbol(text)
         else:
             after += 1
-            if after <= _SALE_AFTER and price < out.price and _SALE.search(marks):
+            if (
+                after <= _SALE_AFTER
+                and price < out.price
+                and _SALE.search(marks)
+                and not (
+                    # a related card's "current price" (Nike's product-card below the buy box)
+                    cards is not None
+                    and cards_link_elsewhere([node], cards[0], cards[1], title=title, row=True)
+                )
+            ):
                 _sale(out, price, text)
             if after >= _BUY_BOX_PRICES:
                 break
