@@ -458,6 +458,7 @@ def find_buttons(
     carded = bool(controls) and not item
     if carded:
         carded = cards_link_elsewhere(controls, page_urls, base, every=every, title=shown.title)
+        carded = carded or _grid_of_cells(outermost(controls))
     shown.carded = carded
     if controls and len(controls) <= _MAX_CONTROLS and not carded:
         # A cart form, its button and the button's label are one control (counted once;
@@ -481,6 +482,41 @@ def find_buttons(
             shown.closed_box = not cards_link_elsewhere(notice, page_urls, base, title=shown.title)
     if shown.stock is None and shown.buttons and all(_sold_out(b) for b in shown.buttons):
         shown.stock = "out_of_stock"
+
+
+_CELL_CLIMB = 4
+_CELL_HEADING = "h2, h3, h4, h5, h6"
+
+
+def _grid_of_cells(controls: list[LexborNode]) -> bool:
+    """Two or more buy controls, each the only one of a cell that names its product in a
+    heading, the cells side by side under one parent: a listing's grid whose cells open the
+    product in place, with no link to climb by (Mercadona's product-cell buttons)."""
+    if len(controls) < 2 or len(controls) > _MAX_CONTROLS:
+        return False
+    ids = {c.mem_id for c in controls}
+    parents: set[int] = set()
+    for control in controls:
+        cell = _cell(control, ids)
+        if cell is None or cell.parent is None:
+            return False
+        parents.add(cell.parent.mem_id)
+        if len(parents) > 1:
+            return False
+    return True
+
+
+def _cell(control: LexborNode, ids: set[int]) -> LexborNode | None:
+    """The lowest block above ``control`` that holds a heading, if it holds no other control."""
+    block = control.parent
+    for _ in range(_CELL_CLIMB):
+        if block is None or block.tag in ("body", "main", "html"):
+            return None
+        if block.css_first(_CELL_HEADING) is not None:
+            held = sum(1 for node in block.traverse() if node.mem_id in ids)
+            return block if held == 1 else None
+        block = block.parent
+    return None
 
 
 # --- title ---------------------------------------------------------------------------------
