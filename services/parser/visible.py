@@ -88,13 +88,18 @@ _BUY = Query(
     Alternative('[class*="buy-button" i]', words=(b"buy", b"buy-button")),
     Alternative('[class*="buy-now" i]', words=(b"buy", b"buy-now")),
 )  # fmt: skip
-# A buy control known by its words, when its markup says nothing (hashed CSS-module classes).
-_BUTTONS = Query(
+# Buttons by their tags, and elements styled as buttons.
+_BUTTON_TAGS = (
     Alternative("button", (b"button",)),
     Alternative('input[type="submit"]', (b"input", b"type"), (b"submit",)),
     Alternative('input[type="button"]', (b"input", b"type"), (b"button",)),
+)
+_BTN_CLASS = Alternative('[class*="btn" i]', words=(b"btn",))
+# A buy control known by its words, when its markup says nothing (hashed CSS-module classes).
+_BUTTONS = Query(
+    *_BUTTON_TAGS,
     Alternative('a[role="button"]', (b"role",), (b"button",)),
-    Alternative('[class*="btn" i]', words=(b"btn",)),
+    _BTN_CLASS,
     Alternative('[class*="buy" i]', words=(b"buy",)),
     Alternative('[class*="cart" i]', words=(b"cart",)),
     Alternative('[href^="javascript:" i]:is([href*="buy" i], [href*="cart" i], '
@@ -109,12 +114,10 @@ _LINK_BUTTONS = Query(Alternative('a[class*="button" i]', words=(b"button",)))
 # whose class and script alternatives make each walk of a real page's ~10,000 elements cost
 # twice as much (0.9 against 0.5 ms), and name no notify control we met.
 _NOTIFY_CONTROLS = Query(
-    Alternative("button", (b"button",)),
-    Alternative('input[type="submit"]', (b"input", b"type"), (b"submit",)),
-    Alternative('input[type="button"]', (b"input", b"type"), (b"button",)),
+    *_BUTTON_TAGS,
     Alternative('[role="button"]', (b"role",), (b"button",)),
-    Alternative('[class*="btn" i]', words=(b"btn",)),
-    Alternative('a[class*="button" i]', words=(b"button",)),
+    _BTN_CLASS,
+    *_LINK_BUTTONS.alternatives,
     Alternative('a[class*="alert" i]', words=(b"alert",)),
     Alternative('a[class*="notif" i]', words=(b"notif",)),
 )
