@@ -152,10 +152,13 @@ async def provision(
     try:
         await js.object_store(names.large_payload_bucket)
     except nats.js.errors.BucketNotFoundError:
-        await js.create_object_store(
-            config=api.ObjectStoreConfig(bucket=names.large_payload_bucket, replicas=replicas),
-            bucket=names.large_payload_bucket,
-        )
+        try:
+            await js.create_object_store(
+                config=api.ObjectStoreConfig(bucket=names.large_payload_bucket, replicas=replicas),
+                bucket=names.large_payload_bucket,
+            )
+        except nats.js.errors.BadRequestError as exc:
+            _unless_created_meanwhile(exc)
     await _ensure_replicas(js, f"OBJ_{names.large_payload_bucket}", replicas)
 
 
@@ -200,11 +203,29 @@ async def _ensure_stream(js: JetStreamContext, config: api.StreamConfig) -> None
     try:
         info = await js.stream_info(config.name)
     except nats.js.errors.NotFoundError:
-        await _add_stream(js, config)
-        log.info("stream created", extra={"action": "stream_created", "stream": config.name})
-        return
+        try:
+            await _add_stream(js, config)
+        except nats.js.errors.BadRequestError as exc:
+            _unless_created_meanwhile(exc)
+            info = await js.stream_info(config.name)  # not there after all: NotFoundError
+        else:
+            log.info("stream created", extra={"action": "stream_created", "stream": config.name})
+            return
     if _differs(config, info.config):
         await js.update_stream(config)
+
+
+# The server's refusals of a create when the stream came to exist meanwhile: its subjects
+# overlap the new one's (10065), or its name is in use with another configuration (10058).
+_CREATED_MEANWHILE = (10065, 10058)
+
+
+def _unless_created_meanwhile(exc: nats.js.errors.BadRequestError) -> None:
+    """Raise ``exc`` unless it says that the stream (or a bucket's) was created between the
+    lookup and the create: by another service of the namespace, started at the same moment
+    (every service provisions at its start). Then the caller goes on with the stream there."""
+    if exc.err_code not in _CREATED_MEANWHILE:
+        raise exc
 
 
 # Tries of a stream creation the server refused with "stream not found": nats-server 2.9 answers
@@ -252,10 +273,13 @@ async def _ensure_kv(js: JetStreamContext, bucket: str, *, ttl: float, replicas:
     try:
         await js.key_value(bucket)
     except nats.js.errors.BucketNotFoundError:
-        await js.create_key_value(
-            bucket=bucket, ttl=ttl or None, direct=True, history=1, replicas=replicas
-        )
-        return
+        try:
+            await js.create_key_value(
+                bucket=bucket, ttl=ttl or None, direct=True, history=1, replicas=replicas
+            )
+            return
+        except nats.js.errors.BadRequestError as exc:
+            _unless_created_meanwhile(exc)
     await _ensure_replicas(js, f"KV_{bucket}", replicas)
 
 
