@@ -135,10 +135,20 @@ def labelled_codes(html: str) -> Codes:
         elif out.gtin is None:
             out.gtin = code
     if not out.skus:
-        marked = _marked(text, start)
+        marked = _marked(text, start) or _bracketed(text, start)
         if marked:
             out.skus.append(marked)
     return out
+
+
+# A code alone in brackets, a text run of its own: osCommerce prints the model so under the
+# product's name ("<span class="smallText">[JJ-EL34-MP]</span>").
+_BRACKETED = re.compile(r">\s*\[" + _CODE + r"\]\s*<")
+
+
+def _bracketed(text: str, start: int) -> str | None:
+    match = _BRACKETED.search(text, start)
+    return _clean(match.group("code")) if match else None
 
 
 def _marked(text: str, start: int) -> str | None:

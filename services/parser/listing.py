@@ -267,11 +267,17 @@ def _is_card_link(link: LexborNode) -> bool:
     the brand's or the seller's (``_OWNER_MARKS``)."""
     image = link.css_first("img, picture, h2, h3, h4, h5, h6")
     if image is not None:
+        if image.tag == "img" and _BUTTON_IMAGE.search(image.attributes.get("src") or ""):
+            return False  # a button drawn as an image (osCommerce's button_reviews.gif)
         return not (_owner_link(link) or (image.tag == "img" and _owner_link(image)))
     if _in_title(link):
         return True
     marks = class_and_id(link)
     return _TITLE_MARKS.search(marks) is not None and _OWNER_MARKS.search(marks) is None
+
+
+# The file of a button's image: osCommerce's and Zen Cart's includes/…/buttons/button_*.gif.
+_BUTTON_IMAGE = re.compile(r"/buttons?/|/button_[^/]*$|/btn_[^/]*$", re.I)
 
 
 def _in_title(link: LexborNode) -> bool:

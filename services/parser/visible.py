@@ -93,6 +93,8 @@ _BUTTON_TAGS = (
     Alternative("button", (b"button",)),
     Alternative('input[type="submit"]', (b"input", b"type"), (b"submit",)),
     Alternative('input[type="button"]', (b"input", b"type"), (b"button",)),
+    # osCommerce's and Zen Cart's buttons are images that say it in their alt text
+    Alternative('input[type="image"]', (b"input", b"type"), (b"image",)),
 )
 _BTN_CLASS = Alternative('[class*="btn" i]', words=(b"btn",))
 # A buy control known by its words, when its markup says nothing (hashed CSS-module classes).
@@ -193,6 +195,7 @@ _NAME_NODES = Query(
     Alternative('[class*="item-name" i]', words=(b"item-name",)),
     Alternative('[class*="item_name" i]', words=(b"item",)),
     Alternative('[class*="page-title" i]', words=(b"page-title",)),  # OpenCart's Journal theme
+    Alternative('[class*="pageheading" i]', words=(b"pageheading",)),  # osCommerce 2.2's <td>
     Alternative('[class*="sku-name" i]', words=(b"sku-name",)),  # JD's
     Alternative('[class*="goods-name" i]', words=(b"goods-name",)),  # East Asian shops' "goods"
     Alternative('[class*="goods_name" i]', words=(b"goods",)),
@@ -239,6 +242,7 @@ _SALE = re.compile(
     r"(?<!non)(?<!non-)sale|special|promo|offer(?!s)|now|current|final|reduced|deal", re.I
 )
 _SALE_AFTER = 3
+_SALE_BOX = 4  # levels from a price up to the block it shares with the main price
 # An amount saved, not paid: "(7,800원 할인)" after Cafe24's sale price, "Sie sparen 50,00 €"; an
 # amount in parentheses is an aside to the price before it.
 _SAVING = re.compile(
@@ -628,6 +632,7 @@ def _read_prices(
     regular: tuple[Decimal, str] | None = None  # the first price marked only "regular"
     olds: set[int] = set()  # the old prices' elements
     untaxed: tuple[Decimal, str] | None = None  # the first price shown without its tax
+    box: set[int] = set()  # the main price's element and the blocks around it
     for node in nodes[start : start + _MAX_PRICE_NODES]:
         tag = node.tag  # a property that decodes the name on every read
         if tag == "h1" or tag in _UNSHOWN:
@@ -675,12 +680,15 @@ def _read_prices(
             out.box_text = text
             out.price, out.currency = price, currency_in_text(text)
             out.symbol = shared_symbol(text)
+            box = {block.mem_id for block in _lineage(node, _SALE_BOX)}
         else:
             after += 1
             if (
                 after <= _SALE_AFTER
                 and price < out.price
                 and _SALE.search(marks)
+                # in the main price's box: osCommerce's sidebar of specials follows its buy box
+                and any(block.mem_id in box for block in _lineage(node, _SALE_BOX))
                 and not (
                     # a related card's "current price" (Nike's product-card below the buy box)
                     cards is not None
@@ -1362,8 +1370,10 @@ def _sold_out(node: LexborNode) -> bool:
 
 def _control_words(node: LexborNode) -> str:
     """What a button, link or input says (an input by its value), as ``_label`` reads it."""
-    value = node.attributes.get("value") if node.tag == "input" else None
-    return _label(value or node.text(deep=True, separator=" ") or "")
+    if node.tag == "input":
+        attrs = node.attributes
+        return _label(attrs.get("value") or attrs.get("alt") or attrs.get("title") or "")
+    return _label(node.text(deep=True, separator=" ") or "")
 
 
 def _label(text: str) -> str:
