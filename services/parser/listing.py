@@ -134,8 +134,10 @@ def cards_link_elsewhere(
         above_title.add(parent.mem_id)
         parent = parent.parent
     title_id = title.mem_id if title is not None else None
+    memo: dict[int, bool] = {}  # whether an element is a recommendations container
     return all(
-        _in_card(button, ids, page_urls, base, (title_id, above_title), row) for button in buttons
+        _in_card(button, ids, page_urls, base, (title_id, above_title), row, memo)
+        for button in buttons
     )
 
 
@@ -146,10 +148,10 @@ def _in_card(
     base: str,
     title: tuple[int | None, set[int]],
     row: bool = False,
+    memo: dict[int, bool] | None = None,
 ) -> bool:
     parent = button.parent
     before_title = False  # the control comes before the title (a header's mini basket)
-    memo: dict[int, bool] = {}
     for _ in range(_CLIMB):
         if parent is None or parent.tag in ("body", "html", "main"):
             return False

@@ -216,7 +216,10 @@ _OLD_WORDS = (
     rf"(?<![bsh])old|was|compare|{_OLD_ANYWHERE}|list[-_]?price|(?<![a-z])mrp|origin|before|initial"
     r"|non-?sale"  # BigCommerce's price--non-sale, its "Was:" price
 )
-_OLD = re.compile(rf"(?<!with)(?<!with[-_])(?<!has)(?<!has[-_])(?:{_OLD_WORDS}|regular)", re.I)
+# "has" or "with" before a mark says the element has one beside it (VTEX's
+# sellingPrice--hasListPrice), not that it is one.
+_UNLESS_BESIDE = r"(?<!with)(?<!with[-_])(?<!has)(?<!has[-_])"
+_OLD = re.compile(rf"{_UNLESS_BESIDE}(?:{_OLD_WORDS}|regular)", re.I)
 # An old-price mark on a part of a price box that does not say "price" (x-kom's
 # <div class="old">, Cdiscount's fpStriked): the words that are no part of other words, or
 # the others as whole class words ("old", not "holder"; "regular", not "font-regular").
@@ -228,7 +231,7 @@ _OLD_PART = re.compile(
 )
 # The old-price words but "regular": a price marked only "regular", unstruck, with no
 # other price beside it, is the price (the non-sale one), not an old one.
-_OLD_BUT_REGULAR = re.compile(rf"(?<!with)(?<!with[-_])(?<!has)(?<!has[-_])(?:{_OLD_WORDS})", re.I)
+_OLD_BUT_REGULAR = re.compile(rf"{_UNLESS_BESIDE}(?:{_OLD_WORDS})", re.I)
 _NOT_A_PRICE = re.compile(
     r"unit|per-|instal|monthly|credit|financ|shipping|delivery|bonus|points"
     r"|(?<!incl[-_])(?<!with)(?<!with[-_])tax"  # not BigCommerce's price--withTax
@@ -462,15 +465,16 @@ def find_buttons(
         every = here(_worded_controls(tree, markup))
         controls = [c for c in every if not in_tile_container(c, memo)]
     item = any(is_item_url(u) for u in (*page_urls, base))
+    # A cart form, its button and the button's label are one control (counted once; the card
+    # check climbs from each, the innermost first).
+    own = outermost(controls)
     carded = bool(controls) and not item
     if carded:
         carded = cards_link_elsewhere(controls, page_urls, base, every=every, title=shown.title)
-        carded = carded or _grid_of_cells(outermost(controls))
+        carded = carded or _grid_of_cells(own)
     shown.carded = carded
     if controls and len(controls) <= _MAX_CONTROLS and not carded:
-        # A cart form, its button and the button's label are one control (counted once;
-        # the card check above climbs from each, the innermost first).
-        shown.buttons = outermost(controls)
+        shown.buttons = own
     elif not controls and item:
         shown.closed_box = True  # the auction has ended, the ad is sold: still the item's page
     elif not controls or carded:
@@ -983,14 +987,7 @@ _QUANTITY_INPUT = (
 
 def _beside_quantity(node: LexborNode) -> bool:
     """A quantity field in the control's block (its parent or grandparent)."""
-    block = node.parent
-    for _ in range(2):
-        if block is None or not block.is_element_node:
-            return False
-        if block.css_first(_QUANTITY_INPUT) is not None:
-            return True
-        block = block.parent
-    return False
+    return any(block.css_first(_QUANTITY_INPUT) is not None for block in _lineage(node.parent, 2))
 
 
 def _notify_control(
